@@ -1,0 +1,16 @@
+//! tracekit: Unix filters for LLM-serving traffic traces.
+//!
+//! Every tool is a module here with an `Args` (its flags) and a `run`
+//! function; the binaries in `src/bin/` only call [`cli::main`]. The record
+//! formats and conventions are described in `man/tracekit.7`.
+
+pub mod cli;
+pub mod duration;
+pub mod error;
+pub mod hash;
+pub mod io;
+pub mod record;
+pub mod rescale;
+pub mod slice;
+pub mod stats;
+pub mod validate;

@@ -1,0 +1,928 @@
+//! The canonical trace record: typed access to the fields DESIGN.md defines,
+//! every other field kept as it was.
+//!
+//! A [`Record`] is the line's fields in their original order, each value the
+//! raw JSON text borrowed from the line. Nothing is re-formatted unless a
+//! tool changes it: `1.50` stays `1.50`, an integer timestamp stays an
+//! integer, unknown fields pass through untouched. Typed views parse only
+//! the fields a tool asks for, so a filter that needs the timestamp does not
+//! pay for the rest.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::{Error, FieldError, Location, quote_value};
+
+/// The default block size of `hash_ids`, in tokens.
+pub const DEFAULT_BLOCK_SIZE: u64 = 512;
+
+/// The fields DESIGN.md's table defines, in its order.
+pub const KNOWN_FIELDS: &[&str] = &[
+    "timestamp",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "session_id",
+    "delay",
+    "model",
+    "text_input",
+    "payload",
+    "messages",
+    "tools",
+    "extra",
+    "id",
+    "observed",
+    "prompt_token_ids",
+];
+
+/// One record: its fields in input order, values as raw JSON text.
+#[derive(Clone, Debug)]
+pub struct Record<'a> {
+    fields: Vec<(Cow<'a, str>, Cow<'a, RawValue>)>,
+}
+
+/// A line that is not a JSON object, with the column where parsing failed.
+#[derive(Debug)]
+pub struct ParseError {
+    /// 1-based column of the fault.
+    pub column: u64,
+    /// serde_json's description, without its position suffix.
+    pub msg: String,
+}
+
+impl ParseError {
+    /// Attach the line's location.
+    pub fn at(self, loc: &Location) -> Error {
+        Error::Record {
+            loc: Location {
+                source: loc.source.clone(),
+                line: loc.line,
+                column: Some(self.column),
+            },
+            field: String::new(),
+            msg: self.msg,
+        }
+    }
+}
+
+impl<'a> Record<'a> {
+    /// Parse one line. Duplicate keys are an error: which one a consumer
+    /// would take differs between JSON libraries.
+    pub fn parse(line: &'a str) -> Result<Record<'a>, ParseError> {
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with('{') && serde_json::from_str::<&RawValue>(line).is_ok() {
+            return Err(ParseError {
+                column: (line.len() - trimmed.len()) as u64 + 1,
+                msg: format!(
+                    "expected a JSON object (one record per line), found {}",
+                    quote_value(trimmed)
+                ),
+            });
+        }
+        let fields: Fields<'a> = serde_json::from_str(line).map_err(|e| ParseError {
+            column: e.column().max(1) as u64,
+            msg: describe_json_error(&e, line),
+        })?;
+        let fields = fields.0;
+        if let Some(dup) = first_duplicate(&fields) {
+            return Err(ParseError {
+                column: 1,
+                msg: format!("key `{dup}` appears more than once"),
+            });
+        }
+        Ok(Record { fields })
+    }
+
+    /// Parse one line, naming `loc` in the error.
+    pub fn parse_at(line: &'a str, loc: &Location) -> Result<Record<'a>, Error> {
+        Record::parse(line).map_err(|e| e.at(loc))
+    }
+
+    /// An empty record, to be filled with [`Record::set`].
+    pub fn new() -> Record<'static> {
+        Record { fields: Vec::new() }
+    }
+
+    /// The raw JSON of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&RawValue> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    /// True when `key` is present.
+    pub fn contains(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Field names in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields.iter().map(|(k, _)| &**k)
+    }
+
+    /// Fields in order, with raw values.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &RawValue)> {
+        self.fields.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// True when the record has no field.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Replace the value of `key` in place, or append it at the end.
+    pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
+        match self.fields.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = Cow::Owned(value),
+            None => self
+                .fields
+                .push((Cow::Owned(key.to_string()), Cow::Owned(value))),
+        }
+    }
+
+    /// Set `key` to any serializable value.
+    pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) {
+        let text = serde_json::to_string(value).expect("serializing a value to a string");
+        self.set_raw(key, raw(text));
+    }
+
+    /// Set a time field in milliseconds, rounded to the microsecond and
+    /// written as an integer when it is one.
+    pub fn set_ms(&mut self, key: &str, ms: f64) {
+        self.set_raw(key, raw(format_ms(ms)));
+    }
+
+    /// Remove `key`; true if it was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        let before = self.fields.len();
+        self.fields.retain(|(k, _)| k != key);
+        self.fields.len() != before
+    }
+
+    /// Append the record as one compact JSON object (no newline) to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        for (i, (key, value)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_json_string(out, key);
+            out.push(b':');
+            out.extend_from_slice(value.get().as_bytes());
+        }
+        out.push(b'}');
+    }
+
+    /// The record as a compact JSON string.
+    pub fn to_json_string(&self) -> String {
+        let mut out = Vec::with_capacity(256);
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("JSON output is UTF-8")
+    }
+
+    /// A copy that borrows nothing from the input line.
+    pub fn into_owned(self) -> Record<'static> {
+        Record {
+            fields: self
+                .fields
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned())))
+                .collect(),
+        }
+    }
+
+    // Typed access to the known fields. Each returns `Ok(None)` when the
+    // field is absent and an error naming the field when its value is
+    // of the wrong type or out of range.
+
+    /// `timestamp`: milliseconds, a number ≥ 0.
+    pub fn timestamp(&self) -> Result<Option<f64>, FieldError> {
+        self.opt("timestamp", non_negative_number)
+    }
+
+    /// `input_length`: prompt tokens, an integer ≥ 0.
+    pub fn input_length(&self) -> Result<Option<u64>, FieldError> {
+        self.opt("input_length", integer)
+    }
+
+    /// `output_length`: tokens to generate, an integer ≥ 1.
+    pub fn output_length(&self) -> Result<Option<u64>, FieldError> {
+        self.opt("output_length", positive_integer)
+    }
+
+    /// `hash_ids`: an array of integers ≥ 0.
+    pub fn hash_ids(&self) -> Result<Option<Vec<u64>>, FieldError> {
+        self.opt("hash_ids", integer_array)
+    }
+
+    /// `session_id`: a string.
+    pub fn session_id(&self) -> Result<Option<Cow<'_, str>>, FieldError> {
+        self.opt("session_id", string)
+    }
+
+    /// `delay`: milliseconds after the previous turn of the session, ≥ 0.
+    pub fn delay(&self) -> Result<Option<f64>, FieldError> {
+        self.opt("delay", non_negative_number)
+    }
+
+    /// `model`: a string.
+    pub fn model(&self) -> Result<Option<Cow<'_, str>>, FieldError> {
+        self.opt("model", string)
+    }
+
+    /// `id`: a string.
+    pub fn id(&self) -> Result<Option<Cow<'_, str>>, FieldError> {
+        self.opt("id", string)
+    }
+
+    /// `text_input`: a string.
+    pub fn text_input(&self) -> Result<Option<Cow<'_, str>>, FieldError> {
+        self.opt("text_input", string)
+    }
+
+    fn opt<'s, T>(
+        &'s self,
+        field: &str,
+        parse: impl FnOnce(&str, &'s RawValue) -> Result<T, FieldError>,
+    ) -> Result<Option<T>, FieldError> {
+        match self.fields.iter().find(|(k, _)| k == field) {
+            Some((_, v)) => parse(field, v).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Default for Record<'static> {
+    fn default() -> Self {
+        Record::new()
+    }
+}
+
+/// Build a raw value from JSON text produced by this crate.
+pub fn raw(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).expect("valid JSON produced internally")
+}
+
+/// Format milliseconds for output: rounded to the microsecond, no
+/// trailing zeros, an integer when whole.
+pub fn format_ms(ms: f64) -> String {
+    let rounded = (ms * 1000.0).round() / 1000.0;
+    if rounded == 0.0 {
+        return "0".to_string();
+    }
+    if rounded.fract() == 0.0 && rounded.abs() < 9.0e15 {
+        format!("{}", rounded as i64)
+    } else {
+        format!("{rounded}")
+    }
+}
+
+fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
+}
+
+/// serde_json's message without its position (the location says it),
+/// reworded where it is cryptic, with the text near the fault quoted.
+fn describe_json_error(err: &serde_json::Error, line: &str) -> String {
+    let text = err.to_string();
+    let msg = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    let msg = match msg {
+        "expected ident" | "expected value" => "expected a JSON value",
+        other => other,
+    };
+    let msg = format!("invalid JSON: {msg}");
+    if err.is_eof() {
+        return format!("{msg} (the line ends early)");
+    }
+    let mut start = line
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(err.column().saturating_sub(1))
+        .unwrap_or(line.len());
+    // Quote a misspelled word (`nul`, `True`) from its beginning.
+    while start > 0 && line.as_bytes()[start - 1].is_ascii_alphanumeric() {
+        start -= 1;
+    }
+    let near: String = line[start..].chars().take(20).collect();
+    if near.is_empty() {
+        msg
+    } else {
+        format!("{msg}, near `{near}`")
+    }
+}
+
+fn first_duplicate<'k>(fields: &'k [(Cow<'_, str>, Cow<'_, RawValue>)]) -> Option<&'k str> {
+    for (i, (k, _)) in fields.iter().enumerate() {
+        if fields[..i].iter().any(|(prev, _)| prev == k) {
+            return Some(k);
+        }
+    }
+    None
+}
+
+struct Fields<'a>(Vec<(Cow<'a, str>, Cow<'a, RawValue>)>);
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object (one record per line)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(Key(key)) = map.next_key()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    fields.push((key, Cow::Borrowed(value)));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Parsing raw values, with messages that name the field and quote the value.
+
+/// The JSON kind of a raw value, from its first byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `null`
+    Null,
+    /// `true` or `false`
+    Bool,
+    /// a number
+    Number,
+    /// a string
+    String,
+    /// an array
+    Array,
+    /// an object
+    Object,
+}
+
+/// The kind of a raw JSON value.
+pub fn kind(raw: &RawValue) -> Kind {
+    match raw.get().as_bytes().first() {
+        Some(b'n') => Kind::Null,
+        Some(b't' | b'f') => Kind::Bool,
+        Some(b'"') => Kind::String,
+        Some(b'[') => Kind::Array,
+        Some(b'{') => Kind::Object,
+        _ => Kind::Number,
+    }
+}
+
+fn expected(field: &str, what: &str, raw: &RawValue) -> FieldError {
+    FieldError::new(
+        field,
+        format!("expected {what}, found {}", quote_value(raw.get())),
+    )
+}
+
+/// An integer ≥ 0 (a JSON integer literal, no fraction or exponent).
+pub fn integer(field: &str, raw: &RawValue) -> Result<u64, FieldError> {
+    raw.get()
+        .parse::<u64>()
+        .map_err(|_| expected(field, "an integer ≥ 0", raw))
+}
+
+/// An integer ≥ 1.
+pub fn positive_integer(field: &str, raw: &RawValue) -> Result<u64, FieldError> {
+    match raw.get().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(expected(field, "an integer ≥ 1", raw)),
+    }
+}
+
+/// Any finite number.
+pub fn number(field: &str, raw: &RawValue) -> Result<f64, FieldError> {
+    if kind(raw) != Kind::Number {
+        return Err(expected(field, "a number", raw));
+    }
+    match raw.get().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(expected(field, "a finite number", raw)),
+    }
+}
+
+/// A finite number ≥ 0.
+pub fn non_negative_number(field: &str, raw: &RawValue) -> Result<f64, FieldError> {
+    match number(field, raw) {
+        Ok(v) if v >= 0.0 => Ok(v),
+        _ => Err(expected(field, "a number ≥ 0", raw)),
+    }
+}
+
+/// A string, unescaped; borrowed when it has no escapes.
+pub fn string<'r>(field: &str, raw: &'r RawValue) -> Result<Cow<'r, str>, FieldError> {
+    let text = raw.get();
+    if kind(raw) != Kind::String {
+        return Err(expected(field, "a string", raw));
+    }
+    let inner = &text[1..text.len() - 1];
+    if !inner.contains('\\') {
+        return Ok(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text)
+        .map(Cow::Owned)
+        .map_err(|_| expected(field, "a string", raw))
+}
+
+/// An array of integers ≥ 0.
+pub fn integer_array(field: &str, raw: &RawValue) -> Result<Vec<u64>, FieldError> {
+    let mut out = Vec::new();
+    if parse_integer_array(raw.get(), &mut out) {
+        return Ok(out);
+    }
+    // Slow path, only to say which element is wrong.
+    if kind(raw) != Kind::Array {
+        return Err(expected(field, "an array of integers ≥ 0", raw));
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| expected(field, "an array of integers ≥ 0", raw))?;
+    out.clear();
+    for (i, item) in items.iter().enumerate() {
+        match item.get().parse::<u64>() {
+            Ok(n) => out.push(n),
+            Err(_) => {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "element {i}: expected an integer ≥ 0, found {}",
+                        quote_value(item.get())
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Fast path for `[1, 2, 3]`: plain non-negative integer literals with
+/// optional white space. Returns false for anything else.
+fn parse_integer_array(text: &str, out: &mut Vec<u64>) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let skip_ws = |i: &mut usize| {
+        while *i < bytes.len() && matches!(bytes[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i);
+    if bytes.get(i) != Some(&b'[') {
+        return false;
+    }
+    i += 1;
+    skip_ws(&mut i);
+    if bytes.get(i) == Some(&b']') {
+        i += 1;
+        skip_ws(&mut i);
+        return i == bytes.len();
+    }
+    loop {
+        let start = i;
+        let mut value: u64 = 0;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            value = match value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(bytes[i] - b'0')))
+            {
+                Some(v) => v,
+                None => return false,
+            };
+            i += 1;
+        }
+        // JSON forbids leading zeros ("01").
+        if i == start || (i - start > 1 && bytes[start] == b'0') {
+            return false;
+        }
+        out.push(value);
+        skip_ws(&mut i);
+        match bytes.get(i) {
+            Some(b',') => {
+                i += 1;
+                skip_ws(&mut i);
+            }
+            Some(b']') => {
+                i += 1;
+                skip_ws(&mut i);
+                return i == bytes.len();
+            }
+            _ => return false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The whole-record check of DESIGN.md's table.
+
+/// How a record gives its prompt. A record has exactly one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputMode {
+    /// `input_length` (with optional `hash_ids`): the prompt is synthesized.
+    Length,
+    /// `text_input`: the exact prompt text.
+    Text,
+    /// `messages`: the exact conversation.
+    Messages,
+    /// `payload`: a verbatim request body.
+    Payload,
+    /// `prompt_token_ids`: token ids, for servers that take them.
+    TokenIds,
+}
+
+impl InputMode {
+    /// The field that selects this mode.
+    pub fn field(self) -> &'static str {
+        match self {
+            InputMode::Length => "input_length",
+            InputMode::Text => "text_input",
+            InputMode::Messages => "messages",
+            InputMode::Payload => "payload",
+            InputMode::TokenIds => "prompt_token_ids",
+        }
+    }
+
+    const ALL: [InputMode; 5] = [
+        InputMode::Length,
+        InputMode::Text,
+        InputMode::Messages,
+        InputMode::Payload,
+        InputMode::TokenIds,
+    ];
+}
+
+/// The known fields of a record, typed. Fields that failed their check are
+/// `None` here and reported in the error list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checked {
+    /// `timestamp`, ms.
+    pub timestamp: Option<f64>,
+    /// `input_length`, tokens.
+    pub input_length: Option<u64>,
+    /// `output_length`, tokens.
+    pub output_length: Option<u64>,
+    /// `hash_ids`.
+    pub hash_ids: Option<Vec<u64>>,
+    /// `session_id`.
+    pub session_id: Option<String>,
+    /// `delay`, ms.
+    pub delay: Option<f64>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `id`.
+    pub id: Option<String>,
+    /// The input mode, when exactly one is given.
+    pub mode: Option<InputMode>,
+}
+
+/// Number of blocks a prompt of `input_length` tokens takes.
+pub fn blocks_for(input_length: u64, block_size: u64) -> u64 {
+    input_length.div_ceil(block_size)
+}
+
+/// `hash_ids` must have ceil(input_length / block_size) entries.
+pub fn check_block_count(ids: usize, input_length: u64, block_size: u64) -> Result<(), FieldError> {
+    let want = blocks_for(input_length, block_size);
+    if ids as u64 == want {
+        return Ok(());
+    }
+    Err(FieldError::new(
+        "hash_ids",
+        format!(
+            "has {ids} block{}, but input_length {input_length} needs ceil({input_length} / {block_size}) = {want}; \
+             if the trace uses another block size, give --block-size",
+            crate::cli::plural(ids as u64),
+        ),
+    ))
+}
+
+/// Check a record against DESIGN.md's table; every problem found is pushed
+/// to `errors` (several per record when several fields are wrong).
+pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Checked {
+    fn keep<T>(r: Result<Option<T>, FieldError>, errors: &mut Vec<FieldError>) -> Option<T> {
+        r.unwrap_or_else(|e| {
+            errors.push(e);
+            None
+        })
+    }
+    let mut c = Checked {
+        timestamp: keep(rec.timestamp(), errors),
+        input_length: keep(rec.input_length(), errors),
+        output_length: keep(rec.output_length(), errors),
+        hash_ids: keep(rec.hash_ids(), errors),
+        session_id: keep(rec.session_id(), errors).map(Cow::into_owned),
+        delay: keep(rec.delay(), errors),
+        model: keep(rec.model(), errors).map(Cow::into_owned),
+        id: keep(rec.id(), errors).map(Cow::into_owned),
+        mode: None,
+    };
+    keep(rec.text_input(), errors);
+    for (field, want) in [("payload", Kind::Object), ("extra", Kind::Object)] {
+        if let Some(v) = rec.get(field) {
+            if kind(v) != want {
+                errors.push(expected(field, "an object", v));
+            }
+        }
+    }
+    if let Some(v) = rec.get("prompt_token_ids") {
+        if let Err(e) = integer_array("prompt_token_ids", v) {
+            errors.push(e);
+        }
+    }
+    if let Some(v) = rec.get("messages") {
+        check_messages(v, errors);
+    }
+    if let Some(v) = rec.get("tools") {
+        if kind(v) != Kind::Array {
+            errors.push(expected("tools", "an array of tool definitions", v));
+        } else if !rec.contains("messages") {
+            errors.push(FieldError::new(
+                "tools",
+                "given without `messages`: tools go with a conversation",
+            ));
+        }
+    }
+    if let Some(v) = rec.get("observed") {
+        check_observed(v, errors);
+    }
+
+    let modes: Vec<InputMode> = InputMode::ALL
+        .into_iter()
+        .filter(|m| rec.contains(m.field()))
+        .collect();
+    match modes.as_slice() {
+        [] => errors.push(FieldError::record(
+            "no prompt: a record needs one of `input_length`, `text_input`, `messages`, `payload` or `prompt_token_ids`",
+        )),
+        [one] => c.mode = Some(*one),
+        many => {
+            let names: Vec<String> = many.iter().map(|m| format!("`{}`", m.field())).collect();
+            errors.push(FieldError::record(format!(
+                "{} given together: a record has exactly one input mode{}",
+                names.join(" and "),
+                if rec.contains("input_length") {
+                    " (move the prompt size to `observed.prompt_tokens`)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+
+    if rec.contains("hash_ids") && !rec.contains("input_length") {
+        errors.push(FieldError::new(
+            "hash_ids",
+            "given without `input_length`: blocks describe a prompt of known length",
+        ));
+    }
+    if let (Some(ids), Some(len)) = (&c.hash_ids, c.input_length) {
+        if let Err(e) = check_block_count(ids.len(), len, block_size) {
+            errors.push(e);
+            c.hash_ids = None;
+        }
+    }
+    if rec.contains("delay") && !rec.contains("session_id") {
+        errors.push(FieldError::new(
+            "delay",
+            "given without `session_id`: a delay is the wait after the previous turn of a session",
+        ));
+    }
+    c
+}
+
+fn check_messages(v: &RawValue, errors: &mut Vec<FieldError>) {
+    let items: Vec<&RawValue> = match serde_json::from_str(v.get()) {
+        Ok(items) if kind(v) == Kind::Array => items,
+        _ => {
+            errors.push(expected("messages", "an array of chat messages", v));
+            return;
+        }
+    };
+    if items.is_empty() {
+        errors.push(FieldError::new(
+            "messages",
+            "is empty: a conversation needs a message",
+        ));
+    }
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("messages[{i}]");
+        if kind(item) != Kind::Object {
+            errors.push(expected(&field, "an object with a string `role`", item));
+            continue;
+        }
+        let Ok(msg) = Record::parse(item.get()) else {
+            errors.push(expected(&field, "an object with a string `role`", item));
+            continue;
+        };
+        match msg.get("role") {
+            None => errors.push(FieldError::new(field, "has no `role`")),
+            Some(role) => {
+                if let Err(e) = string(&format!("{field}.role"), role) {
+                    errors.push(e);
+                }
+            }
+        }
+    }
+}
+
+fn check_observed(v: &RawValue, errors: &mut Vec<FieldError>) {
+    if kind(v) != Kind::Object {
+        errors.push(expected("observed", "an object", v));
+        return;
+    }
+    let Ok(obs) = Record::parse(v.get()) else {
+        errors.push(expected("observed", "an object", v));
+        return;
+    };
+    for (key, value) in obs.iter() {
+        if kind(value) == Kind::Null {
+            continue;
+        }
+        let field = format!("observed.{key}");
+        let result = match key {
+            "prompt_tokens" | "completion_tokens" => integer(&field, value).map(drop),
+            "ttft_ms" | "e2e_ms" => non_negative_number(&field, value).map(drop),
+            "status" => string(&field, value).map(drop),
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            errors.push(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(line: &str) -> (Checked, Vec<String>) {
+        let rec = Record::parse(line).unwrap();
+        let mut errors = Vec::new();
+        let c = check(&rec, 512, &mut errors);
+        (c, errors.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn keeps_order_and_number_text() {
+        let line = r#"{"z": 1.50, "timestamp": 3, "hash_ids": [1, 2], "a": {"x": 1e3}}"#;
+        let mut rec = Record::parse(line).unwrap();
+        assert_eq!(
+            rec.to_json_string(),
+            r#"{"z":1.50,"timestamp":3,"hash_ids":[1, 2],"a":{"x": 1e3}}"#
+        );
+        rec.set_ms("timestamp", 1.5);
+        rec.set("new", &"v");
+        assert_eq!(
+            rec.to_json_string(),
+            r#"{"z":1.50,"timestamp":1.5,"hash_ids":[1, 2],"a":{"x": 1e3},"new":"v"}"#
+        );
+    }
+
+    #[test]
+    fn escaped_keys_round_trip() {
+        let rec = Record::parse(r#"{"a\"b": 1, "\u00e9": 2}"#).unwrap();
+        assert_eq!(rec.to_json_string(), r#"{"a\"b":1,"é":2}"#);
+    }
+
+    #[test]
+    fn rejects_non_objects_and_duplicates() {
+        assert_eq!(
+            Record::parse("[1]").unwrap_err().msg,
+            "expected a JSON object (one record per line), found [1]"
+        );
+        assert_eq!(
+            Record::parse(r#"{"a":1,"a":2}"#).unwrap_err().msg,
+            "key `a` appears more than once"
+        );
+        let e = Record::parse(r#"{"a":1,}"#).unwrap_err();
+        assert_eq!(
+            (e.column, e.msg.as_str()),
+            (8, "invalid JSON: trailing comma, near `}`")
+        );
+        assert_eq!(
+            Record::parse("not json").unwrap_err().msg,
+            "invalid JSON: expected a JSON value, near `not json`"
+        );
+    }
+
+    #[test]
+    fn format_ms_is_short_and_exact() {
+        assert_eq!(format_ms(2.0), "2");
+        assert_eq!(format_ms(1.5), "1.5");
+        assert_eq!(format_ms(0.1 + 0.2), "0.3");
+        assert_eq!(format_ms(-0.0), "0");
+        assert_eq!(format_ms(1234.0004), "1234");
+        assert_eq!(format_ms(1234.0006), "1234.001");
+    }
+
+    #[test]
+    fn integer_array_fast_and_slow_paths() {
+        let r = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        assert_eq!(integer_array("h", &r("[0, 1,2 ]")).unwrap(), vec![0, 1, 2]);
+        assert_eq!(integer_array("h", &r("[]")).unwrap(), Vec::<u64>::new());
+        assert_eq!(
+            integer_array("h", &r("[1, -2]")).unwrap_err().to_string(),
+            "field `h`: element 1: expected an integer ≥ 0, found -2"
+        );
+        assert_eq!(
+            integer_array("h", &r("[1, 2.5]")).unwrap_err().to_string(),
+            "field `h`: element 1: expected an integer ≥ 0, found 2.5"
+        );
+        assert!(integer_array("h", &r("\"x\"")).is_err());
+    }
+
+    #[test]
+    fn a_mooncake_record_is_valid() {
+        let (c, errors) = checked(
+            r#"{"timestamp": 0, "input_length": 1025, "output_length": 5, "hash_ids": [4, 5, 6]}"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(c.mode, Some(InputMode::Length));
+        assert_eq!(c.hash_ids, Some(vec![4, 5, 6]));
+    }
+
+    #[test]
+    fn block_count_mismatch_hints_block_size() {
+        let (_, errors) = checked(r#"{"input_length": 1024, "hash_ids": [1, 2, 3]}"#);
+        assert_eq!(
+            errors,
+            vec![
+                "field `hash_ids`: has 3 blocks, but input_length 1024 needs ceil(1024 / 512) = 2; \
+                 if the trace uses another block size, give --block-size"
+            ]
+        );
+    }
+
+    #[test]
+    fn input_modes_are_exclusive() {
+        let (_, errors) = checked(r#"{"text_input": "hi", "input_length": 3}"#);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("`input_length` and `text_input` given together"));
+        let (_, errors) = checked(r#"{"output_length": 3}"#);
+        assert!(errors[0].starts_with("no prompt"));
+    }
+
+    #[test]
+    fn messages_need_roles_and_tools_need_messages() {
+        let (_, errors) = checked(r#"{"messages": [{"content": "x"}, {"role": 3}]}"#);
+        assert_eq!(
+            errors,
+            vec![
+                "field `messages[0]`: has no `role`",
+                "field `messages[1].role`: expected a string, found 3"
+            ]
+        );
+        let (_, errors) = checked(r#"{"text_input": "x", "tools": []}"#);
+        assert_eq!(
+            errors,
+            vec!["field `tools`: given without `messages`: tools go with a conversation"]
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! trace-rescale: change a trace's time (speed, target rate, duration) and
+//! its token lengths, keeping `hash_ids` consistent with the new lengths.
+
+use clap::Parser;
+
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper, plural};
+use crate::duration;
+use crate::error::{Error, FieldError, Result};
+use crate::io::{self, Lines, Output, Rereadable};
+use crate::record::{self, DEFAULT_BLOCK_SIZE, Record, blocks_for};
+
+const EXAMPLES: &str = "\
+Examples:
+  Replay the traffic twice as fast:
+    trace-rescale --speed 2 trace.jsonl | trace-replay --url http://127.0.0.1:8000
+
+  The same arrival pattern at 20 requests/s on average:
+    trace-rescale --rate 20 trace.jsonl > rate20.jsonl
+
+  Squeeze an hour into five minutes, and cap prompts at 8k tokens:
+    trace-rescale --duration 5m --max-input 8192 trace.jsonl
+
+  Prompts twice as long (prefix sharing kept), answers of 64 to 256 tokens:
+    trace-rescale --input-scale 2 --output-scale 0.5 --min-output 64 --max-output 256 trace.jsonl";
+
+/// Change the time and token lengths of a trace.
+///
+/// Time: --speed divides every offset from the first record's timestamp (and
+/// every session `delay`) by F; --rate and --duration choose that factor so
+/// that the mean rate, (records − 1) / span, becomes R, or the span becomes
+/// D. Tokens: --input-scale and --output-scale multiply lengths (rounded to
+/// the nearest integer), then --max-input, --min-output and --max-output
+/// clamp them; `output_length` stays ≥ 1.
+///
+/// `hash_ids` follow `input_length`: a shorter prompt keeps its leading
+/// blocks; a longer one gets new blocks whose ids never occur in the input,
+/// chosen so that records that shared their whole prompt still share it.
+///
+/// Memory does not grow with the trace. --rate, --duration and
+/// --input-scale above 1 need a first pass over the whole trace (the span,
+/// the largest block id): files are read twice, and standard input is first
+/// copied to a temporary file.
+///
+/// Records whose prompt is fixed (`text_input`, `messages`, `payload`,
+/// `prompt_token_ids`) keep their lengths; one warning gives their count.
+#[derive(Parser, Debug)]
+#[command(name = "trace-rescale", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Play the trace F times as fast (0.5 = half speed).
+    #[arg(long, value_name = "F", value_parser = positive, group = "time")]
+    pub speed: Option<f64>,
+
+    /// Set the mean request rate to R per second, keeping relative spacing.
+    #[arg(long, value_name = "R", value_parser = positive, group = "time")]
+    pub rate: Option<f64>,
+
+    /// Make the trace span exactly D (from the first to the last record).
+    #[arg(long, value_name = "D", value_parser = positive_duration, group = "time")]
+    pub duration: Option<f64>,
+
+    /// Multiply every `input_length` by F.
+    #[arg(long, value_name = "F", value_parser = positive)]
+    pub input_scale: Option<f64>,
+
+    /// Multiply every `output_length` by F.
+    #[arg(long, value_name = "F", value_parser = positive)]
+    pub output_scale: Option<f64>,
+
+    /// Cap `input_length` at N tokens.
+    #[arg(long, value_name = "N")]
+    pub max_input: Option<u64>,
+
+    /// Cap `output_length` at N tokens.
+    #[arg(long, value_name = "N", value_parser = cli::positive_u64)]
+    pub max_output: Option<u64>,
+
+    /// Raise `output_length` to at least N tokens.
+    #[arg(long, value_name = "N", value_parser = cli::positive_u64)]
+    pub min_output: Option<u64>,
+
+    /// Tokens per `hash_ids` block, for traces that are not canonical.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE,
+          value_parser = cli::positive_u64)]
+    pub block_size: u64,
+
+    #[command(flatten)]
+    pub skip_invalid: SkipArgs,
+}
+
+fn positive(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a number > 0")),
+    }
+}
+
+fn positive_duration(text: &str) -> std::result::Result<f64, String> {
+    match duration::parse_ms(text)? {
+        ms if ms > 0.0 => Ok(ms),
+        _ => Err(format!("`{text}`: the duration must be more than 0")),
+    }
+}
+
+impl Args {
+    fn touches_tokens(&self) -> bool {
+        self.input_scale.is_some()
+            || self.output_scale.is_some()
+            || self.max_input.is_some()
+            || self.max_output.is_some()
+            || self.min_output.is_some()
+    }
+
+    fn may_grow_prompts(&self) -> bool {
+        self.input_scale.is_some_and(|f| f > 1.0)
+    }
+}
+
+/// What the first pass learns about the whole trace.
+#[derive(Debug, Default)]
+struct Scan {
+    records: u64,
+    first_ts: Option<f64>,
+    min_ts: f64,
+    max_ts: f64,
+    max_id: Option<u64>,
+    max_added_blocks: u64,
+}
+
+/// The transformation, fixed before the first record is written.
+#[derive(Debug)]
+struct Plan {
+    /// Offsets from `origin` are divided by this.
+    speed: f64,
+    /// The first record's timestamp; `None` until seen in a single pass.
+    origin: Option<f64>,
+    /// Ids of added blocks start above every id of the input.
+    id_base: u64,
+    /// Most blocks added to one prompt: the stride between prompts' new ids.
+    id_stride: u64,
+}
+
+/// Run trace-rescale.
+pub fn run(args: &Args) -> Result<Outcome> {
+    if let (Some(lo), Some(hi)) = (args.min_output, args.max_output) {
+        if lo > hi {
+            return Err(Error::usage(format!(
+                "--min-output {lo} is above --max-output {hi}"
+            )));
+        }
+    }
+    let inputs = io::input_specs(&args.input.files)?;
+    let two_pass = args.rate.is_some() || args.duration.is_some() || args.may_grow_prompts();
+    let rereadable = if two_pass {
+        Some(Rereadable::new(&inputs)?)
+    } else {
+        None
+    };
+    let mut plan = Plan {
+        speed: args.speed.unwrap_or(1.0),
+        origin: None,
+        id_base: 0,
+        id_stride: 0,
+    };
+    if let Some(r) = &rereadable {
+        let scan = scan(&mut r.lines(), args)?;
+        plan.origin = scan.first_ts;
+        plan.id_base = scan.max_id.map_or(0, |m| m + 1);
+        plan.id_stride = scan.max_added_blocks;
+        if let Some(speed) = target_speed(args, &scan)? {
+            plan.speed = speed;
+        }
+        check_id_range(&plan)?;
+    }
+    let mut lines = match &rereadable {
+        Some(r) => r.lines(),
+        None => Lines::new(&inputs),
+    };
+    let mut out = Output::open(args.output.output.as_deref())?;
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let mut fixed_prompts = 0u64;
+    let mut buf = Vec::with_capacity(1024);
+    while let Some((loc, line)) = lines.next_line()? {
+        let mut rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => {
+                skipper.skip(e)?;
+                continue;
+            }
+        };
+        match transform(&mut rec, args, &mut plan) {
+            Ok(fixed) => fixed_prompts += u64::from(fixed),
+            Err(e) => {
+                skipper.skip(e.at(&loc))?;
+                continue;
+            }
+        }
+        buf.clear();
+        rec.write_json(&mut buf);
+        out.write_line(&buf)?;
+    }
+    if fixed_prompts > 0 && args.touches_tokens() {
+        cli::warn(format!(
+            "{fixed_prompts} record{} with a fixed prompt (`text_input`, `messages`, `payload` or `prompt_token_ids`) passed through with {} lengths unchanged",
+            plural(fixed_prompts),
+            if fixed_prompts == 1 { "its" } else { "their" }
+        ));
+    }
+    skipper.finish();
+    out.finish()?;
+    Ok(Outcome::Success)
+}
+
+/// First pass: span, record count, largest block id, most blocks added.
+fn scan(lines: &mut Lines, args: &Args) -> Result<Scan> {
+    let mut s = Scan {
+        min_ts: f64::INFINITY,
+        max_ts: f64::NEG_INFINITY,
+        ..Scan::default()
+    };
+    // Bad records are left for the second pass to report, in order.
+    while let Some((_, line)) = lines.next_line()? {
+        let Ok(rec) = Record::parse(line) else {
+            continue;
+        };
+        s.records += 1;
+        if let Ok(Some(t)) = rec.timestamp() {
+            s.first_ts.get_or_insert(t);
+            s.min_ts = s.min_ts.min(t);
+            s.max_ts = s.max_ts.max(t);
+        }
+        if let (Ok(Some(ids)), Ok(Some(len))) = (rec.hash_ids(), rec.input_length()) {
+            if let Some(&m) = ids.iter().max() {
+                s.max_id = Some(s.max_id.map_or(m, |x| x.max(m)));
+            }
+            let new_len = scale_input(len, args);
+            let added = blocks_for(new_len, args.block_size).saturating_sub(ids.len() as u64);
+            s.max_added_blocks = s.max_added_blocks.max(added);
+        }
+    }
+    Ok(s)
+}
+
+fn target_speed(args: &Args, scan: &Scan) -> Result<Option<f64>> {
+    if args.rate.is_none() && args.duration.is_none() {
+        return Ok(None);
+    }
+    let flag = if args.rate.is_some() {
+        "--rate"
+    } else {
+        "--duration"
+    };
+    if scan.first_ts.is_none() {
+        return Err(Error::msg(format!(
+            "{flag} needs timestamps, and no record has one"
+        )));
+    }
+    let span = scan.max_ts - scan.min_ts;
+    if span <= 0.0 || scan.records < 2 {
+        return Err(Error::msg(format!(
+            "{flag} needs records at different times; this trace spans 0 ms"
+        )));
+    }
+    if let Some(rate) = args.rate {
+        let current = (scan.records - 1) as f64 / (span / 1000.0);
+        Ok(Some(rate / current))
+    } else {
+        Ok(args.duration.map(|d| span / d))
+    }
+}
+
+/// New ids must stay exact in every JSON reader, JavaScript's included.
+fn check_id_range(plan: &Plan) -> Result<()> {
+    const MAX_SAFE: u64 = (1 << 53) - 1;
+    let top = plan
+        .id_base
+        .checked_add(1)
+        .and_then(|roots| roots.checked_mul(plan.id_stride))
+        .and_then(|n| n.checked_add(plan.id_base));
+    match top {
+        Some(t) if t <= MAX_SAFE => Ok(()),
+        _ => Err(Error::msg(
+            "the input's block ids are too large to add new blocks that stay below 2^53; \
+             renumber the ids densely first (trace-convert --from mooncake does)",
+        )),
+    }
+}
+
+fn scale_input(len: u64, args: &Args) -> u64 {
+    let scaled = match args.input_scale {
+        Some(f) => (len as f64 * f).round() as u64,
+        None => len,
+    };
+    args.max_input.map_or(scaled, |m| scaled.min(m))
+}
+
+fn scale_output(len: u64, args: &Args) -> u64 {
+    let mut scaled = match args.output_scale {
+        Some(f) => (len as f64 * f).round() as u64,
+        None => len,
+    };
+    if let Some(m) = args.max_output {
+        scaled = scaled.min(m);
+    }
+    if let Some(m) = args.min_output {
+        scaled = scaled.max(m);
+    }
+    scaled.max(1)
+}
+
+/// Rescale one record in place. Returns true when the record has a fixed
+/// prompt whose lengths were left alone.
+fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, FieldError> {
+    let timestamp = rec.timestamp()?;
+    if plan.speed != 1.0 {
+        if let Some(t) = timestamp {
+            let origin = *plan.origin.get_or_insert(t);
+            rec.set_ms("timestamp", origin + (t - origin) / plan.speed);
+        } else if args.speed.is_some() || args.rate.is_some() || args.duration.is_some() {
+            return Err(FieldError::new(
+                "timestamp",
+                "missing: changing time needs a timestamp on every record",
+            ));
+        }
+        if let Some(d) = rec.delay()? {
+            rec.set_ms("delay", d / plan.speed);
+        }
+    }
+    if !args.touches_tokens() {
+        return Ok(false);
+    }
+    let Some(input_length) = rec.input_length()? else {
+        return Ok(true);
+    };
+    let hash_ids = rec.hash_ids()?;
+    let new_input = scale_input(input_length, args);
+    if new_input != input_length {
+        rec.set("input_length", &new_input);
+        if let Some(mut ids) = hash_ids {
+            record::check_block_count(ids.len(), input_length, args.block_size)?;
+            resize_blocks(&mut ids, blocks_for(new_input, args.block_size), plan);
+            rec.set("hash_ids", &ids);
+        }
+    }
+    if let Some(out_len) = rec.output_length()? {
+        let new_out = scale_output(out_len, args);
+        if new_out != out_len {
+            rec.set("output_length", &new_out);
+        }
+    }
+    Ok(false)
+}
+
+/// Shrink to the leading `want` blocks, or grow with ids that depend only on
+/// the prompt's last block id (which stands for the whole prompt) and the
+/// position: prompts that were identical stay identical.
+fn resize_blocks(ids: &mut Vec<u64>, want: u64, plan: &Plan) {
+    let have = ids.len() as u64;
+    if want <= have {
+        ids.truncate(want as usize);
+        return;
+    }
+    // Prompts with no block at all share one root, numbered after every id.
+    let root = ids.last().copied().unwrap_or(plan.id_base);
+    for k in 0..(want - have) {
+        ids.push(plan.id_base + root * plan.id_stride + k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(base: u64, stride: u64) -> Plan {
+        Plan {
+            speed: 1.0,
+            origin: None,
+            id_base: base,
+            id_stride: stride,
+        }
+    }
+
+    #[test]
+    fn growing_blocks_never_collides_and_keeps_sharing() {
+        let p = plan(10, 3);
+        let mut a = vec![0, 1];
+        let mut b = vec![0, 1];
+        let mut c = vec![0, 2];
+        resize_blocks(&mut a, 4, &p);
+        resize_blocks(&mut b, 5, &p);
+        resize_blocks(&mut c, 4, &p);
+        assert_eq!(a, vec![0, 1, 13, 14]);
+        assert_eq!(&b[..4], &a[..]);
+        assert!(c[2..].iter().all(|id| !a.contains(id) && *id >= 10));
+    }
+
+    #[test]
+    fn shrinking_keeps_the_prefix() {
+        let mut a = vec![5, 6, 7];
+        resize_blocks(&mut a, 1, &plan(8, 0));
+        assert_eq!(a, vec![5]);
+    }
+}

@@ -1,0 +1,272 @@
+//! trace-slice: select records by time window, position, sample, session or
+//! shard, streaming, in memory independent of the trace's size.
+
+use std::collections::HashSet;
+
+use clap::Parser;
+
+use crate::cli::{InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
+use crate::duration;
+use crate::error::{Error, FieldError, Result};
+use crate::hash;
+use crate::io::{self, Lines, Output};
+use crate::record::Record;
+
+const EXAMPLES: &str = "\
+Examples:
+  The ten minutes after the first ten, starting at 0:
+    trace-slice --from 10m --to 20m --rebase trace.jsonl > window.jsonl
+
+  A 10 % sample that keeps conversations whole, reproducibly:
+    trace-slice --sample 0.1 --seed 7 trace.jsonl | trace-validate --report
+
+  The first 100 records, for a smoke test:
+    trace-slice --head 100 trace.jsonl | trace-replay --sim
+
+  Shard 2 of 4 for a replay from four machines:
+    trace-slice --shard 2/4 trace.jsonl | trace-replay --url http://10.0.0.5:8000 --start-at 2026-01-01T12:00:00Z";
+
+/// Select records of a trace: a time window, a range of positions, a
+/// sample, sessions, or one shard of N.
+///
+/// Records are tested in this order: the time window (--from, --to), then
+/// --session, --sample and --shard; of the records that pass, --skip drops
+/// the first N and --head stops after N. Kept records are written unchanged
+/// (byte for byte) unless --rebase moves their timestamps. Memory does not
+/// grow with the size of the trace.
+#[derive(Parser, Debug)]
+#[command(name = "trace-slice", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Keep records at or after this offset from the first record's
+    /// timestamp (250ms, 90s, 10m, 1h30m).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_ms_arg)]
+    pub from: Option<f64>,
+
+    /// Keep records before this offset from the first record's timestamp
+    /// (the window is half-open: a record exactly at --to is left out).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_ms_arg)]
+    pub to: Option<f64>,
+
+    /// Stop after writing N records.
+    #[arg(long, value_name = "N")]
+    pub head: Option<u64>,
+
+    /// Drop the first N records that pass the other tests.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub skip: u64,
+
+    /// Keep a random fraction P (0 < P ≤ 1) of the records; with
+    /// `session_id`, whole sessions are kept or dropped together.
+    #[arg(long, value_name = "P", value_parser = parse_fraction)]
+    pub sample: Option<f64>,
+
+    /// Seed of --sample: the same seed keeps the same records, on every
+    /// machine and run.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Keep only records of this session (repeatable).
+    #[arg(long = "session", value_name = "ID")]
+    pub sessions: Vec<String>,
+
+    /// Keep shard K of N (1 ≤ K ≤ N): records are dealt by a hash of their
+    /// `session_id` when they have one (a session stays on one shard), else
+    /// by position. The N shards are disjoint and together make the input.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<(u64, u64)>,
+
+    /// Move timestamps so that the first kept record is at 0.
+    #[arg(long)]
+    pub rebase: bool,
+
+    #[command(flatten)]
+    pub skip_invalid: SkipArgs,
+}
+
+fn parse_fraction(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err(format!(
+            "`{text}` is not a fraction in (0, 1]: for 10 %, give 0.1"
+        )),
+    }
+}
+
+/// Parse `K/N` with 1 ≤ K ≤ N.
+pub fn parse_shard(text: &str) -> std::result::Result<(u64, u64), String> {
+    let bad = || format!("`{text}` is not a shard: give K/N with 1 ≤ K ≤ N, e.g. 2/4");
+    let (k, n) = text.split_once('/').ok_or_else(bad)?;
+    let k: u64 = k.trim().parse().map_err(|_| bad())?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+/// Which shard (0-based, of `n`) a record belongs to: by session when it has
+/// one, else by its 0-based position in the input. Shared with replay, which
+/// tags results with the same shard.
+pub fn shard_of(session_id: Option<&str>, index: u64, n: u64) -> u64 {
+    match session_id {
+        Some(s) => hash::stable_hash(SHARD_SEED, s.as_bytes()) % n,
+        None => index % n,
+    }
+}
+
+// Fixed so that every machine deals the same shards.
+const SHARD_SEED: u64 = 0x0074_7261_636b_6974;
+
+/// Run trace-slice.
+pub fn run(args: &Args) -> Result<Outcome> {
+    if let (Some(from), Some(to)) = (args.from, args.to) {
+        if from >= to {
+            return Err(Error::usage(format!(
+                "--from {} is not before --to {}: the window would be empty",
+                duration::human(from),
+                duration::human(to)
+            )));
+        }
+    }
+    let inputs = io::input_specs(&args.input.files)?;
+    let mut out = Output::open(args.output.output.as_deref())?;
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let sessions: HashSet<&str> = args.sessions.iter().map(String::as_str).collect();
+    let needs_time = args.from.is_some() || args.to.is_some() || args.rebase;
+    let needs_session = !sessions.is_empty() || args.sample.is_some() || args.shard.is_some();
+
+    let mut lines = Lines::new(&inputs);
+    let mut index: u64 = 0;
+    let mut origin: Option<f64> = None;
+    let mut rebase_origin: Option<f64> = None;
+    let mut passed: u64 = 0;
+    let mut written: u64 = 0;
+    let mut buf = Vec::with_capacity(1024);
+
+    if args.head == Some(0) {
+        out.finish()?;
+        return Ok(Outcome::Success);
+    }
+    while let Some((loc, line)) = lines.next_line()? {
+        let this_index = index;
+        index += 1;
+        let rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => {
+                skipper.skip(e)?;
+                continue;
+            }
+        };
+        let timestamp = if needs_time {
+            match rec.timestamp() {
+                Ok(Some(t)) => Some(t),
+                Ok(None) => {
+                    let what = if args.rebase {
+                        "--rebase needs"
+                    } else {
+                        "--from and --to need"
+                    };
+                    skipper.skip(
+                        FieldError::new(
+                            "timestamp",
+                            format!("missing: {what} a timestamp on every record"),
+                        )
+                        .at(&loc),
+                    )?;
+                    continue;
+                }
+                Err(e) => {
+                    skipper.skip(e.at(&loc))?;
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let session = if needs_session {
+            match rec.session_id() {
+                Ok(s) => s,
+                Err(e) => {
+                    skipper.skip(e.at(&loc))?;
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+
+        if let Some(t) = timestamp {
+            let origin = *origin.get_or_insert(t);
+            let offset = t - origin;
+            if args.from.is_some_and(|from| offset < from) || args.to.is_some_and(|to| offset >= to)
+            {
+                continue;
+            }
+        }
+        if !sessions.is_empty() && !session.as_deref().is_some_and(|s| sessions.contains(s)) {
+            continue;
+        }
+        if let Some(p) = args.sample {
+            let h = match session.as_deref() {
+                Some(s) => hash::stable_hash(args.seed, s.as_bytes()),
+                None => hash::stable_hash(args.seed, &this_index.to_le_bytes()),
+            };
+            if hash::unit_interval(h) >= p {
+                continue;
+            }
+        }
+        if let Some((k, n)) = args.shard {
+            if shard_of(session.as_deref(), this_index, n) != k - 1 {
+                continue;
+            }
+        }
+        passed += 1;
+        if passed <= args.skip {
+            continue;
+        }
+        if args.rebase {
+            let t = timestamp.expect("timestamps are read when rebasing");
+            let base = *rebase_origin.get_or_insert(t);
+            let mut rec = rec;
+            rec.set_ms("timestamp", t - base);
+            buf.clear();
+            rec.write_json(&mut buf);
+            out.write_line(&buf)?;
+        } else {
+            out.write_line(line.as_bytes())?;
+        }
+        written += 1;
+        if args.head.is_some_and(|h| written >= h) {
+            break;
+        }
+    }
+    skipper.finish();
+    out.finish()?;
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_parsing() {
+        assert_eq!(parse_shard("2/4"), Ok((2, 4)));
+        assert!(parse_shard("0/4").is_err());
+        assert!(parse_shard("5/4").is_err());
+        assert!(parse_shard("2").is_err());
+    }
+
+    #[test]
+    fn shards_by_session_or_position() {
+        assert_eq!(shard_of(None, 5, 4), 1);
+        let a = shard_of(Some("conv-1"), 0, 4);
+        assert_eq!(shard_of(Some("conv-1"), 99, 4), a);
+    }
+}

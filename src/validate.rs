@@ -1,0 +1,592 @@
+//! trace-validate: check canonical trace records, pass valid ones through
+//! byte-identical, and describe the trace.
+
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
+
+use clap::{Parser, ValueEnum};
+use serde_json::json;
+
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, plural};
+use crate::error::{Error, FieldError, Location, Result};
+use crate::io::{self, Output};
+use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
+use crate::stats::IntDistribution;
+
+const EXAMPLES: &str = "\
+Examples:
+  Check a trace and keep only its valid records:
+    trace-validate trace.jsonl > clean.jsonl
+
+  Describe a trace (rates, lengths, sessions, prefix reuse):
+    trace-validate --report trace.jsonl
+
+  Check in CI, failing on warnings too:
+    trace-validate --check --strict trace.jsonl.gz
+
+  Check what a converter wrote, and see the shape of the traffic:
+    trace-convert --from litellm logs/ | trace-validate --report --cache-blocks 20000";
+
+/// Check canonical trace records (JSONL) against the tracekit record
+/// format; pass every valid record through unchanged.
+///
+/// Each valid record is written to standard output byte for byte as read;
+/// each problem is reported on standard error as `FILE:LINE: error: …`
+/// naming the field and quoting the value. Exit status 1 when any record is
+/// invalid (or, with --strict, when anything was warned about).
+///
+/// Errors: bad JSON; a known field of the wrong type or range; not exactly
+/// one input mode (`input_length`, `text_input`, `messages`, `payload`,
+/// `prompt_token_ids`); `hash_ids` without `input_length`, with ids that are
+/// not integers ≥ 0, or with a length other than
+/// ceil(input_length / block size); `tools` without `messages`; `messages`
+/// not an array of objects with a string `role`; `delay` without
+/// `session_id`; `timestamp` on some records but not others.
+///
+/// Warnings: timestamps that decrease; timestamps that look like seconds
+/// rather than milliseconds (a mean rate over 1,000 requests/s, or every
+/// gap under 1 ms). A note when timestamps are absolute epoch milliseconds.
+#[derive(Parser, Debug)]
+#[command(name = "trace-validate", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Tokens per `hash_ids` block, for traces that are not canonical
+    /// (Bailian's raw traces use 16).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE,
+          value_parser = cli::positive_u64)]
+    pub block_size: u64,
+
+    /// Treat warnings as errors: exit 1 if anything was warned about, and
+    /// leave out records that drew a warning.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Print at most N errors and warnings; the rest are counted. 0 prints
+    /// none.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_errors: u64,
+
+    /// Write nothing to standard output: only the exit status and the
+    /// messages on standard error.
+    #[arg(long)]
+    pub check: bool,
+
+    /// Print a report of the valid records on standard output instead of
+    /// the records: counts, duration, mean and peak request rate, input and
+    /// output length statistics, sessions, prefix reuse.
+    #[arg(long)]
+    pub report: bool,
+
+    /// Format of the report (implies --report).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub report_format: Option<ReportFormat>,
+
+    /// Also report the hit rate of an LRU prefix cache holding N blocks
+    /// (implies --report).
+    #[arg(long, value_name = "N", value_parser = cli::positive_u64)]
+    pub cache_blocks: Option<u64>,
+}
+
+/// How the report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Aligned lines for people.
+    Text,
+    /// One JSON object with stable keys, for jq.
+    Json,
+}
+
+/// Prints diagnostics up to a limit and counts the rest.
+struct Diagnostics {
+    max: u64,
+    printed: u64,
+    errors: u64,
+    warnings: u64,
+}
+
+impl Diagnostics {
+    fn error(&mut self, err: &Error) {
+        self.errors += 1;
+        if self.printed < self.max {
+            self.printed += 1;
+            cli::report_error(err);
+        }
+    }
+
+    fn warning(&mut self, loc: Option<&Location>, msg: &str) {
+        self.warnings += 1;
+        if self.printed < self.max {
+            self.printed += 1;
+            match loc {
+                Some(loc) => cli::warn_at(loc, msg),
+                None => cli::warn(msg),
+            }
+        }
+    }
+
+    fn finish(&self) {
+        let hidden = self.errors + self.warnings - self.printed;
+        if hidden > 0 {
+            cli::note(format!(
+                "{hidden} more error{} and warning{} not shown (--max-errors {})",
+                plural(hidden),
+                plural(hidden),
+                self.max
+            ));
+        }
+    }
+}
+
+/// Run trace-validate.
+pub fn run(args: &Args) -> Result<Outcome> {
+    let inputs = io::input_specs(&args.input.files)?;
+    let report_format = args
+        .report_format
+        .or(if args.report || args.cache_blocks.is_some() {
+            Some(ReportFormat::Text)
+        } else {
+            None
+        });
+    let write_records = !args.check && report_format.is_none();
+    let mut out = Output::open(args.output.output.as_deref())?;
+    let mut diag = Diagnostics {
+        max: args.max_errors,
+        printed: 0,
+        errors: 0,
+        warnings: 0,
+    };
+    let mut stats = TraceStats::new(args.block_size, args.cache_blocks);
+    let mut state = OrderState::default();
+    let mut field_errors = Vec::new();
+    let mut invalid = 0u64;
+    let mut total = 0u64;
+
+    io::for_each_line(&inputs, |loc, line| {
+        total += 1;
+        let rec = match Record::parse(line) {
+            Ok(rec) => rec,
+            Err(e) => {
+                invalid += 1;
+                diag.error(&e.at(loc));
+                return Ok(());
+            }
+        };
+        field_errors.clear();
+        let checked = record::check(&rec, args.block_size, &mut field_errors);
+        if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
+            field_errors.push(e);
+        }
+        if !field_errors.is_empty() {
+            invalid += 1;
+            for e in field_errors.drain(..) {
+                diag.error(&e.at(loc));
+            }
+            return Ok(());
+        }
+        let mut warned = false;
+        if let Some(msg) = state.order_warning(checked.timestamp) {
+            diag.warning(Some(loc), &msg);
+            warned = true;
+        }
+        if warned && args.strict {
+            invalid += 1;
+            return Ok(());
+        }
+        stats.add(&checked);
+        if write_records {
+            out.write_line(line.as_bytes())?;
+        }
+        Ok(())
+    })?;
+
+    for msg in stats.time_warnings() {
+        diag.warning(None, &msg);
+    }
+    if let Some(note) = stats.epoch_note() {
+        cli::note(note);
+    }
+    diag.finish();
+    if let Some(format) = report_format {
+        let valid = total - invalid;
+        let text = match format {
+            ReportFormat::Text => stats.text_report(total, valid, diag.errors, diag.warnings),
+            ReportFormat::Json => {
+                let mut s = serde_json::to_string_pretty(&stats.json_report(total, valid, &diag))
+                    .expect("report serializes");
+                s.push('\n');
+                s
+            }
+        };
+        out.write_all(text.as_bytes())?;
+    }
+    out.finish()?;
+    if invalid > 0 || (args.strict && diag.warnings > 0) {
+        Ok(Outcome::Negative)
+    } else {
+        Ok(Outcome::Success)
+    }
+}
+
+/// Cross-record rules: all-or-none timestamps, non-decreasing order.
+#[derive(Default)]
+struct OrderState {
+    first_presence: Option<(bool, u64)>,
+    last_timestamp: Option<f64>,
+}
+
+impl OrderState {
+    fn timestamp_presence(&mut self, loc: &Location, present: bool) -> Option<FieldError> {
+        match self.first_presence {
+            None => {
+                self.first_presence = Some((present, loc.line));
+                None
+            }
+            Some((first, _)) if first == present => None,
+            Some((first, line)) => Some(FieldError::new(
+                "timestamp",
+                if first {
+                    format!(
+                        "missing, but the first record (line {line}) has one: give every record a timestamp, or none"
+                    )
+                } else {
+                    format!(
+                        "present, but the first record (line {line}) has none: give every record a timestamp, or none"
+                    )
+                },
+            )),
+        }
+    }
+
+    fn order_warning(&mut self, timestamp: Option<f64>) -> Option<String> {
+        let t = timestamp?;
+        let warning = match self.last_timestamp {
+            Some(prev) if t < prev => Some(format!(
+                "field `timestamp`: {} is earlier than the previous record's {}: records should be in arrival order",
+                record::format_ms(t),
+                record::format_ms(prev)
+            )),
+            _ => None,
+        };
+        self.last_timestamp = Some(self.last_timestamp.map_or(t, |p| p.max(t)));
+        warning
+    }
+}
+
+/// What the report says about the valid records.
+pub struct TraceStats {
+    block_size: u64,
+    records: u64,
+    first_ts: Option<f64>,
+    min_ts: f64,
+    max_ts: f64,
+    max_gap: f64,
+    prev_ts: Option<f64>,
+    per_second: HashMap<i64, u64>,
+    input: IntDistribution,
+    output: IntDistribution,
+    sessions: HashMap<String, u64>,
+    blocks: u64,
+    seen_blocks: HashSet<u64>,
+    reused_blocks: u64,
+    lru: Option<(u64, lru::LruCache<u64, ()>)>,
+    lru_hits: u64,
+}
+
+impl TraceStats {
+    fn new(block_size: u64, cache_blocks: Option<u64>) -> TraceStats {
+        TraceStats {
+            block_size,
+            records: 0,
+            first_ts: None,
+            min_ts: f64::INFINITY,
+            max_ts: f64::NEG_INFINITY,
+            max_gap: 0.0,
+            prev_ts: None,
+            per_second: HashMap::new(),
+            input: IntDistribution::default(),
+            output: IntDistribution::default(),
+            sessions: HashMap::new(),
+            blocks: 0,
+            seen_blocks: HashSet::new(),
+            reused_blocks: 0,
+            lru: cache_blocks.map(|n| {
+                let cap = NonZeroUsize::new(n as usize).expect("flag range is 1..");
+                (n, lru::LruCache::new(cap))
+            }),
+            lru_hits: 0,
+        }
+    }
+
+    fn add(&mut self, c: &record::Checked) {
+        self.records += 1;
+        if let Some(t) = c.timestamp {
+            let first = *self.first_ts.get_or_insert(t);
+            self.min_ts = self.min_ts.min(t);
+            self.max_ts = self.max_ts.max(t);
+            if let Some(prev) = self.prev_ts {
+                self.max_gap = self.max_gap.max((t - prev).abs());
+            }
+            self.prev_ts = Some(t);
+            let second = ((t - first) / 1000.0).floor() as i64;
+            *self.per_second.entry(second).or_insert(0) += 1;
+        }
+        if let Some(n) = c.input_length {
+            self.input.add(n);
+        }
+        if let Some(n) = c.output_length {
+            self.output.add(n);
+        }
+        if let Some(s) = &c.session_id {
+            *self.sessions.entry(s.clone()).or_insert(0) += 1;
+        }
+        if let Some(ids) = &c.hash_ids {
+            self.blocks += ids.len() as u64;
+            for &id in ids {
+                if !self.seen_blocks.insert(id) {
+                    self.reused_blocks += 1;
+                }
+            }
+            if let Some((_, cache)) = &mut self.lru {
+                // A prefix cache serves the leading blocks it holds, up to the
+                // first miss; then the whole prompt is cached, most recent last.
+                let hits = ids.iter().take_while(|id| cache.get(id).is_some()).count();
+                self.lru_hits += hits as u64;
+                for &id in ids {
+                    cache.put(id, ());
+                }
+            }
+        }
+    }
+
+    fn duration_ms(&self) -> Option<f64> {
+        self.first_ts.map(|_| self.max_ts - self.min_ts)
+    }
+
+    /// Mean request rate: (records − 1) / duration, so that a trace
+    /// rescaled with `trace-rescale --rate R` reports R.
+    fn mean_rate(&self) -> Option<f64> {
+        let d = self.duration_ms()?;
+        (d > 0.0 && self.records > 1).then(|| (self.records - 1) as f64 / (d / 1000.0))
+    }
+
+    fn peak_rate(&self) -> Option<u64> {
+        self.per_second.values().copied().max()
+    }
+
+    fn time_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(rate) = self.mean_rate() {
+            if rate > 1000.0 || self.max_gap < 1.0 {
+                out.push(format!(
+                    "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average{}; \
+                     to convert, use trace-rescale --speed 0.001",
+                    if self.max_gap < 1.0 { " and every gap is under 1 ms" } else { "" }
+                ));
+            }
+        }
+        if self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts) {
+            out.push(format!(
+                "timestamps look like absolute epoch seconds (first {}), but timestamps are milliseconds: \
+                 trace-slice --rebase | trace-rescale --speed 0.001 converts them",
+                record::format_ms(self.min_ts)
+            ));
+        }
+        out
+    }
+
+    fn epoch_note(&self) -> Option<String> {
+        (self.first_ts.is_some() && self.min_ts >= 1.0e11).then(|| {
+            format!(
+                "timestamps are absolute epoch milliseconds (first {}); replay schedules by offset from the first record, and trace-slice --rebase makes them relative",
+                record::format_ms(self.min_ts)
+            )
+        })
+    }
+
+    fn reuse_ratio(&self) -> Option<f64> {
+        (self.blocks > 0).then(|| self.reused_blocks as f64 / self.blocks as f64)
+    }
+
+    fn lru_hit_rate(&self) -> Option<(u64, Option<f64>)> {
+        self.lru.as_ref().map(|(n, _)| {
+            (
+                *n,
+                (self.blocks > 0).then(|| self.lru_hits as f64 / self.blocks as f64),
+            )
+        })
+    }
+
+    fn session_turns(&self) -> IntDistribution {
+        let mut d = IntDistribution::default();
+        for &turns in self.sessions.values() {
+            d.add(turns);
+        }
+        d
+    }
+
+    fn json_report(&self, total: u64, valid: u64, diag: &Diagnostics) -> serde_json::Value {
+        let turns = self.session_turns();
+        json!({
+            "records": { "total": total, "valid": valid, "invalid": total - valid },
+            "errors": diag.errors,
+            "warnings": diag.warnings,
+            "time": {
+                "first_ms": self.first_ts.map(|_| self.min_ts),
+                "last_ms": self.first_ts.map(|_| self.max_ts),
+                "duration_ms": self.duration_ms(),
+                "mean_rate_per_s": self.mean_rate(),
+                "peak_rate_per_s": self.peak_rate(),
+            },
+            "input_length": length_json(&self.input),
+            "output_length": length_json(&self.output),
+            "sessions": {
+                "count": self.sessions.len(),
+                "records": turns.total() as u64,
+                "turns_min": turns.min(),
+                "turns_mean": turns.mean(),
+                "turns_max": turns.max(),
+            },
+            "prefix": {
+                "block_size": self.block_size,
+                "blocks": self.blocks,
+                "unique_blocks": self.seen_blocks.len(),
+                "reuse_ratio": self.reuse_ratio(),
+                "lru": self.lru_hit_rate().map(|(n, rate)| json!({
+                    "cache_blocks": n, "hit_rate": rate
+                })),
+            },
+        })
+    }
+
+    fn text_report(&self, total: u64, valid: u64, errors: u64, warnings: u64) -> String {
+        let mut lines: Vec<(String, String)> = Vec::new();
+        let mut row = |k: &str, v: String| lines.push((k.to_string(), v));
+        row(
+            "records",
+            format!("{total} ({valid} valid, {} invalid)", total - valid),
+        );
+        row("problems", format!("{errors} errors, {warnings} warnings"));
+        match self.duration_ms() {
+            Some(d) => {
+                row(
+                    "time",
+                    format!(
+                        "{} to {} ms ({})",
+                        record::format_ms(self.min_ts),
+                        record::format_ms(self.max_ts),
+                        crate::duration::human(d)
+                    ),
+                );
+                row(
+                    "request rate",
+                    format!(
+                        "{} mean, {}/s peak (1 s window)",
+                        self.mean_rate()
+                            .map_or("-".into(), |r| format!("{}/s", fixed(r, 3))),
+                        self.peak_rate().unwrap_or(0)
+                    ),
+                );
+            }
+            None => row("time", "no timestamps".into()),
+        }
+        row("input_length", length_text(&self.input));
+        row("output_length", length_text(&self.output));
+        if self.sessions.is_empty() {
+            row("sessions", "none".into());
+        } else {
+            let turns = self.session_turns();
+            row(
+                "sessions",
+                format!(
+                    "{} ({} records), turns per session min {} mean {} max {}",
+                    self.sessions.len(),
+                    turns.total(),
+                    turns.min().unwrap_or(0),
+                    fixed(turns.mean().unwrap_or(0.0), 2),
+                    turns.max().unwrap_or(0)
+                ),
+            );
+        }
+        if self.blocks == 0 {
+            row("prefix blocks", "none".into());
+        } else {
+            row(
+                "prefix blocks",
+                format!(
+                    "{} blocks of {} tokens, {} unique",
+                    self.blocks,
+                    self.block_size,
+                    self.seen_blocks.len()
+                ),
+            );
+            row(
+                "prefix reuse",
+                format!(
+                    "{} (share of blocks seen earlier: an infinite prefix cache's hit rate)",
+                    fixed(self.reuse_ratio().unwrap_or(0.0), 4)
+                ),
+            );
+        }
+        if let Some((n, rate)) = self.lru_hit_rate() {
+            row(
+                "lru cache",
+                format!(
+                    "{} hit rate with {n} blocks",
+                    rate.map_or("-".into(), |r| fixed(r, 4))
+                ),
+            );
+        }
+        let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        lines
+            .iter()
+            .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+            .collect()
+    }
+}
+
+fn length_json(d: &IntDistribution) -> serde_json::Value {
+    let p = d.percentiles(&[50.0, 90.0, 99.0]);
+    json!({
+        "count": d.count(),
+        "min": d.min(),
+        "mean": d.mean(),
+        "p50": p[0],
+        "p90": p[1],
+        "p99": p[2],
+        "max": d.max(),
+        "total": d.total() as u64,
+    })
+}
+
+fn length_text(d: &IntDistribution) -> String {
+    if d.count() == 0 {
+        return "none".into();
+    }
+    let p = d.percentiles(&[50.0, 90.0, 99.0]);
+    format!(
+        "min {} mean {} p50 {} p90 {} p99 {} max {} total {} ({} records)",
+        d.min().unwrap_or(0),
+        fixed(d.mean().unwrap_or(0.0), 1),
+        p[0].unwrap_or(0),
+        p[1].unwrap_or(0),
+        p[2].unwrap_or(0),
+        d.max().unwrap_or(0),
+        d.total(),
+        d.count()
+    )
+}
+
+/// `v` with `decimals` places, trailing zeros trimmed.
+fn fixed(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}

@@ -1,0 +1,9 @@
+//! Integration tests: the real binaries on real data.
+
+mod golden;
+mod man;
+mod pipes;
+mod rescale;
+mod slice;
+mod util;
+mod validate;

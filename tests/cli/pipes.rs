@@ -1,0 +1,157 @@
+//! Conventions every tool keeps: stdin equals file input, gzip in and out
+//! (multi-member too), a closed pipe ends quietly, file arguments concatenate.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+
+use crate::util::{Cmd, TestDir, bin, data};
+
+const FILTERS: &[(&str, &[&str])] = &[
+    ("trace-validate", &[]),
+    ("trace-slice", &["--from", "1m", "--to", "30m"]),
+    ("trace-rescale", &["--speed", "2"]),
+];
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+    enc.write_all(bytes).unwrap();
+    enc.finish().unwrap()
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    MultiGzDecoder::new(bytes).read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn stdin_file_and_gzip_inputs_agree() {
+    let trace = std::fs::read(data("conversation_trace.jsonl")).unwrap();
+    let dir = TestDir::new("inputs");
+    // Two gzip members, split mid-file, under a name that does not say gzip.
+    let mid = trace.len() / 2;
+    let mut two_members = gzip(&trace[..mid]);
+    two_members.extend(gzip(&trace[mid..]));
+    dir.write("members.jsonl", &two_members);
+    for (tool, args) in FILTERS {
+        let from_file = Cmd::new(tool)
+            .args(*args)
+            .arg(data("conversation_trace.jsonl"))
+            .run();
+        from_file.ok();
+        let from_stdin = Cmd::new(tool).args(*args).stdin(trace.clone()).run();
+        from_stdin.ok();
+        let from_dash = Cmd::new(tool)
+            .args(*args)
+            .arg("-")
+            .stdin(trace.clone())
+            .run();
+        let from_gzip = dir.cmd(tool).args(*args).arg("members.jsonl").run();
+        from_gzip.ok();
+        let from_gzip_stdin = Cmd::new(tool).args(*args).stdin(two_members.clone()).run();
+        assert!(!from_file.stdout.is_empty());
+        for other in [&from_stdin, &from_dash, &from_gzip, &from_gzip_stdin] {
+            assert!(
+                from_file.stdout == other.stdout,
+                "{tool}: {} differs",
+                other.desc
+            );
+        }
+    }
+}
+
+#[test]
+fn gzip_output_by_name() {
+    let dir = TestDir::new("gz-out");
+    for (tool, args) in FILTERS {
+        let plain = Cmd::new(tool)
+            .args(*args)
+            .arg(data("synthetic_trace.jsonl"))
+            .run();
+        dir.cmd(tool)
+            .args(*args)
+            .arg(data("synthetic_trace.jsonl"))
+            .args(["-o", "out.jsonl.gz"])
+            .run()
+            .ok();
+        let written = dir.read("out.jsonl.gz");
+        assert_eq!(&written[..2], &[0x1f, 0x8b], "{tool} did not compress");
+        assert!(
+            gunzip(&written) == plain.stdout,
+            "{tool}: gzip output differs"
+        );
+        dir.cmd(tool)
+            .args(*args)
+            .arg(data("synthetic_trace.jsonl"))
+            .args(["-o", "out.jsonl"])
+            .run()
+            .ok();
+        assert!(dir.read("out.jsonl") == plain.stdout);
+    }
+}
+
+#[test]
+fn several_files_are_read_in_turn() {
+    let a = data("sessions.jsonl");
+    let b = data("synthetic_trace.jsonl");
+    let run = Cmd::new("trace-validate").arg(&a).arg(&b).run();
+    // The second file starts again at 0 ms: that is out of order.
+    run.code(0);
+    let mut want = std::fs::read(&a).unwrap();
+    want.extend(std::fs::read(&b).unwrap());
+    assert!(run.stdout == want);
+    assert!(
+        run.stderr
+            .contains("synthetic_trace.jsonl:1: warning: field `timestamp`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_status_0() {
+    for (tool, args) in FILTERS {
+        let mut child = Command::new(bin(tool))
+            .args(*args)
+            .arg(data("conversation_trace.jsonl"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The reader is gone: like `| head -1`.
+        let out = child.wait_with_output().unwrap();
+        assert!(first.starts_with('{'));
+        assert_eq!(out.status.code(), Some(0), "{tool}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{tool}");
+    }
+}
+
+#[test]
+fn stdin_may_be_named_once() {
+    let run = Cmd::new("trace-slice").args(["-", "-"]).stdin("").run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-slice: error: standard input (`-`) can be given only once\n"
+    );
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let run = Cmd::new("trace-rescale")
+        .args(["--speed", "2", "nope.jsonl"])
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-rescale: error: nope.jsonl: no such file or directory\n"
+    );
+}

@@ -1,0 +1,203 @@
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use crate::util::{Cmd, data};
+
+fn parse(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn rescale(args: &[&str], input: &[u8]) -> Vec<String> {
+    let run = Cmd::new("trace-rescale")
+        .args(args)
+        .stdin(input.to_vec())
+        .run();
+    run.ok();
+    run.lines()
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v["hash_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn speed_k_then_1_over_k_gives_the_input_back() {
+    let input = std::fs::read(data("sessions.jsonl")).unwrap();
+    let orig: Vec<String> = String::from_utf8(input.clone())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for k in [2.0f64, 3.0, 0.7] {
+        let there = rescale(&["--speed", &k.to_string()], &input);
+        let back = rescale(
+            &["--speed", &(1.0 / k).to_string()],
+            there.join("\n").as_bytes(),
+        );
+        for (o, b) in parse(&orig).iter().zip(parse(&back)) {
+            for field in ["timestamp", "delay"] {
+                if let Some(t) = o[field].as_f64() {
+                    // Each pass rounds to the microsecond.
+                    assert!(
+                        (b[field].as_f64().unwrap() - t).abs() <= 0.002 * k.max(1.0),
+                        "{field} {t} -> {}",
+                        b[field]
+                    );
+                }
+            }
+            for field in [
+                "input_length",
+                "output_length",
+                "hash_ids",
+                "session_id",
+                "user_field",
+            ] {
+                assert_eq!(o[field], b[field]);
+            }
+        }
+    }
+}
+
+#[test]
+fn speed_divides_offsets_and_delays() {
+    let got = rescale(
+        &["--speed", "4"],
+        b"{\"timestamp\": 1000, \"x\": 1.50}\n{\"timestamp\": 1010, \"session_id\": \"a\", \"delay\": 250}\n{\"timestamp\": 3000}\n",
+    );
+    assert_eq!(
+        got,
+        vec![
+            "{\"timestamp\":1000,\"x\":1.50}",
+            "{\"timestamp\":1002.5,\"session_id\":\"a\",\"delay\":62.5}",
+            "{\"timestamp\":1500}",
+        ]
+    );
+}
+
+fn report(lines: &[String]) -> Value {
+    let run = Cmd::new("trace-validate")
+        .args(["--report-format", "json"])
+        .stdin(lines.join("\n"))
+        .run();
+    run.ok();
+    run.json()
+}
+
+#[test]
+fn rate_and_duration_are_met() {
+    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
+    let r = report(&rescale(&["--rate", "7.5"], &input));
+    assert!(
+        (r["time"]["mean_rate_per_s"].as_f64().unwrap() - 7.5).abs() < 1e-3,
+        "{}",
+        r["time"]
+    );
+    let r = report(&rescale(&["--duration", "5m"], &input));
+    assert!(
+        (r["time"]["duration_ms"].as_f64().unwrap() - 300_000.0).abs() < 1e-3,
+        "{}",
+        r["time"]
+    );
+}
+
+#[test]
+fn shrinking_prompts_keeps_leading_blocks() {
+    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
+    let orig = parse(
+        &String::from_utf8(input.clone())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    );
+    let got = parse(&rescale(
+        &["--input-scale", "0.3", "--max-input", "3000"],
+        &input,
+    ));
+    for (o, g) in orig.iter().zip(&got) {
+        let want_len = ((o["input_length"].as_f64().unwrap() * 0.3).round() as u64).min(3000);
+        assert_eq!(g["input_length"], want_len);
+        let n = want_len.div_ceil(512) as usize;
+        assert_eq!(ids(g), ids(o)[..n].to_vec());
+    }
+}
+
+#[test]
+fn growing_prompts_adds_fresh_blocks_and_keeps_sharing() {
+    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
+    let orig = parse(
+        &String::from_utf8(input.clone())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    );
+    let out = rescale(&["--input-scale", "2.5"], &input);
+    // Still valid: block counts follow the new lengths.
+    Cmd::new("trace-validate")
+        .arg("--check")
+        .stdin(out.join("\n"))
+        .run()
+        .ok();
+    let got = parse(&out);
+    let input_ids: HashSet<u64> = orig.iter().flat_map(ids).collect();
+    let mut by_prompt: HashMap<(Vec<u64>, u64), Vec<u64>> = HashMap::new();
+    for (o, g) in orig.iter().zip(&got) {
+        let (old, new) = (ids(o), ids(g));
+        assert_eq!(new[..old.len()], old[..], "the old blocks stay in front");
+        for id in &new[old.len()..] {
+            assert!(!input_ids.contains(id), "new id {id} collides");
+            assert!(*id < (1 << 53));
+        }
+        // Records that shared their whole prompt (same ids, same length)
+        // still share it.
+        let key = (old.clone(), o["input_length"].as_u64().unwrap());
+        if let Some(prev) = by_prompt.insert(key, new.clone()) {
+            assert_eq!(prev, new);
+        }
+    }
+    assert!(
+        by_prompt.len() < orig.len(),
+        "the trace has repeated prompts"
+    );
+}
+
+#[test]
+fn output_lengths_scale_and_clamp() {
+    let got = rescale(
+        &["--output-scale", "0.5", "--min-output", "3", "--max-output", "100"],
+        b"{\"input_length\": 1, \"output_length\": 1000}\n{\"input_length\": 1, \"output_length\": 5}\n{\"input_length\": 1, \"output_length\": 61}\n",
+    );
+    let out: Vec<u64> = parse(&got)
+        .iter()
+        .map(|v| v["output_length"].as_u64().unwrap())
+        .collect();
+    // 500 -> 100 (max); 2.5 -> 3 (rounded, and the min); 30.5 -> 31.
+    assert_eq!(out, vec![100, 3, 31]);
+}
+
+#[test]
+fn fixed_prompts_pass_through_with_one_warning() {
+    let input = b"{\"text_input\": \"hi\", \"output_length\": 10}\n{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"output_length\": 10}\n{\"input_length\": 10, \"output_length\": 10}\n";
+    let run = Cmd::new("trace-rescale")
+        .args(["--output-scale", "2"])
+        .stdin(input.to_vec())
+        .run();
+    run.code(0);
+    let lines = run.lines();
+    assert_eq!(lines[0], "{\"text_input\":\"hi\",\"output_length\":10}");
+    assert_eq!(lines[2], "{\"input_length\":10,\"output_length\":20}");
+    assert_eq!(
+        run.stderr,
+        "trace-rescale: warning: 2 records with a fixed prompt (`text_input`, `messages`, `payload` or `prompt_token_ids`) passed through with their lengths unchanged\n"
+    );
+}

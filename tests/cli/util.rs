@@ -1,0 +1,213 @@
+//! Running the real binaries from tests: a per-test directory, a command
+//! builder that writes stdin from a thread, and assertions that show the
+//! command, status and stderr when they fail.
+
+// Helpers shared by every test module; not each one uses all of them.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Path of one of the package's binaries.
+pub fn bin(name: &str) -> PathBuf {
+    let path = match name {
+        "trace-validate" => env!("CARGO_BIN_EXE_trace-validate"),
+        "trace-slice" => env!("CARGO_BIN_EXE_trace-slice"),
+        "trace-rescale" => env!("CARGO_BIN_EXE_trace-rescale"),
+        other => panic!("unknown binary {other}"),
+    };
+    PathBuf::from(path)
+}
+
+/// Path of a file under `tests/data/`.
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// A fresh directory for one test, under cargo's target tmpdir.
+pub struct TestDir {
+    pub path: PathBuf,
+}
+
+impl TestDir {
+    pub fn new(name: &str) -> TestDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("cli")
+            .join(format!("{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TestDir { path }
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    pub fn read(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.join(name)).unwrap()
+    }
+
+    /// A command for `tool`, run in this directory.
+    pub fn cmd(&self, tool: &str) -> Cmd {
+        Cmd::new(tool).current_dir(&self.path)
+    }
+}
+
+/// What a finished command left behind.
+#[derive(Debug)]
+pub struct Run {
+    pub desc: String,
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("stdout is UTF-8")
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.stdout_str().lines().map(str::to_string).collect()
+    }
+
+    /// Each stdout line parsed as JSON.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", self.stdout_str()))
+    }
+
+    #[track_caller]
+    pub fn code(&self, want: i32) -> &Run {
+        assert_eq!(
+            self.code,
+            want,
+            "\n{}\nexit status {} (want {want})\n--- stderr ---\n{}\n--- stdout (first 2000 bytes) ---\n{}",
+            self.desc,
+            self.code,
+            self.stderr,
+            String::from_utf8_lossy(&self.stdout[..self.stdout.len().min(2000)])
+        );
+        self
+    }
+
+    /// Exit 0 with nothing on stderr.
+    #[track_caller]
+    pub fn ok(&self) -> &Run {
+        self.code(0);
+        assert_eq!(self.stderr, "", "\n{}\nunexpected stderr", self.desc);
+        self
+    }
+}
+
+/// A command under construction.
+pub struct Cmd {
+    cmd: Command,
+    desc: String,
+    stdin: Option<Vec<u8>>,
+}
+
+impl Cmd {
+    pub fn new(tool: &str) -> Cmd {
+        let mut cmd = Command::new(bin(tool));
+        cmd.env_remove("RUST_BACKTRACE");
+        Cmd {
+            cmd,
+            desc: tool.to_string(),
+            stdin: None,
+        }
+    }
+
+    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        self.desc.push(' ');
+        self.desc.push_str(&a.as_ref().to_string_lossy());
+        self.cmd.arg(a);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        for a in args {
+            self = self.arg(a);
+        }
+        self
+    }
+
+    pub fn current_dir(mut self, dir: &Path) -> Cmd {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Cmd {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Cmd {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    pub fn run(mut self) -> Run {
+        self.cmd
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self
+            .cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.desc));
+        // Writing stdin from another thread: a child that fills its stdout
+        // pipe before reading all its input would otherwise deadlock.
+        let writer = self.stdin.take().map(|bytes| {
+            let mut pipe = child.stdin.take().unwrap();
+            std::thread::spawn(move || {
+                let _ = pipe.write_all(&bytes);
+            })
+        });
+        let out = child.wait_with_output().unwrap();
+        if let Some(w) = writer {
+            w.join().unwrap();
+        }
+        Run {
+            desc: self.desc,
+            code: out.status.code().unwrap_or(-1),
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Assert two texts are equal, showing both between rulers when not.
+#[track_caller]
+pub fn assert_text_eq(want: &str, got: &str) {
+    if want != got {
+        panic!("\ntexts differ\n==== want ====\n{want}\n==== got =====\n{got}\n==============");
+    }
+}
