@@ -13,4 +13,5 @@ pub mod record;
 pub mod rescale;
 pub mod slice;
 pub mod stats;
+pub mod tokenizer;
 pub mod validate;

@@ -1,0 +1,153 @@
+//! Tokenizers: the BPE encodings that ship inside `tiktoken-rs` (no
+//! download), or any Hugging Face `tokenizer.json`.
+//!
+//! Token counts are what tracekit promises to get exactly right (a prompt
+//! of `input_length` tokens, content hashes over 512-token blocks), so every
+//! tool that counts tokens goes through this one type. Special tokens are
+//! never added and never recognised in text: `<|endoftext|>` in a prompt is
+//! ordinary text, as a server sees it in a completions prompt.
+
+use std::path::Path;
+
+use tiktoken_rs::CoreBPE;
+
+use crate::error::{Error, Result};
+
+/// The tokenizer used when none is named.
+pub const DEFAULT: &str = "o200k_base";
+
+/// Built-in tokenizer names, for help texts and errors.
+pub const BUILTIN: &[&str] = &["o200k_base", "cl100k_base", "r50k_base"];
+
+enum Kind {
+    Bpe(CoreBPE),
+    HuggingFace(Box<tokenizers::Tokenizer>),
+}
+
+/// A loaded tokenizer.
+pub struct Tokenizer {
+    name: String,
+    kind: Kind,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Tokenizer {
+    /// Load a built-in encoding by name (`o200k_base`, `cl100k_base`,
+    /// `r50k_base`, alias `gpt2`), or a `tokenizer.json` file by path.
+    pub fn load(spec: &str) -> Result<Tokenizer> {
+        let builtin = match spec {
+            "o200k_base" => Some(tiktoken_rs::o200k_base()),
+            "cl100k_base" => Some(tiktoken_rs::cl100k_base()),
+            "r50k_base" | "gpt2" => Some(tiktoken_rs::r50k_base()),
+            _ => None,
+        };
+        if let Some(bpe) = builtin {
+            let bpe = bpe.map_err(|e| Error::msg(format!("cannot load tokenizer {spec}: {e}")))?;
+            return Ok(Tokenizer {
+                name: spec.to_string(),
+                kind: Kind::Bpe(bpe),
+            });
+        }
+        let path = Path::new(spec);
+        if !path.exists() {
+            return Err(Error::msg(format!(
+                "tokenizer `{spec}` is neither a built-in ({}) nor an existing tokenizer.json file",
+                BUILTIN.join(", ")
+            )));
+        }
+        let hf = tokenizers::Tokenizer::from_file(path).map_err(|e| {
+            Error::msg(format!(
+                "cannot load tokenizer {spec}: {e} (expected a Hugging Face tokenizer.json)"
+            ))
+        })?;
+        Ok(Tokenizer {
+            name: spec.to_string(),
+            kind: Kind::HuggingFace(Box::new(hf)),
+        })
+    }
+
+    /// The name or path it was loaded from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Token ids of `text`, with no special tokens added or recognised.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        match &self.kind {
+            Kind::Bpe(bpe) => Ok(bpe.encode_ordinary(text)),
+            Kind::HuggingFace(hf) => hf
+                .encode(text, false)
+                .map(|enc| enc.get_ids().to_vec())
+                .map_err(|e| Error::msg(format!("tokenizer {}: {e}", self.name))),
+        }
+    }
+
+    /// Number of tokens of `text`.
+    pub fn count(&self, text: &str) -> Result<usize> {
+        match &self.kind {
+            Kind::Bpe(bpe) => Ok(bpe.count_ordinary(text)),
+            Kind::HuggingFace(_) => self.encode(text).map(|ids| ids.len()),
+        }
+    }
+
+    /// Text of token ids. Ids that end inside a multi-byte character decode
+    /// with replacement characters; callers that need exact round trips
+    /// choose their tokens so that this never happens.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        match &self.kind {
+            Kind::Bpe(bpe) => bpe
+                .decode(ids)
+                .map_err(|e| Error::msg(format!("tokenizer {}: {e}", self.name))),
+            Kind::HuggingFace(hf) => hf
+                .decode(ids, false)
+                .map_err(|e| Error::msg(format!("tokenizer {}: {e}", self.name))),
+        }
+    }
+
+    /// Size of the vocabulary (ids are below this), special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        match &self.kind {
+            // tiktoken-rs does not expose the table size; these are the
+            // published sizes of the built-in encodings.
+            Kind::Bpe(_) => match self.name.as_str() {
+                "o200k_base" => 200_019,
+                "cl100k_base" => 100_277,
+                _ => 50_257,
+            },
+            Kind::HuggingFace(hf) => hf.get_vocab_size(true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_encodings_count_known_strings() {
+        // GPT-2: "hello world" is [31373, 995]; cl100k: [15339, 1917].
+        let gpt2 = Tokenizer::load("r50k_base").unwrap();
+        assert_eq!(gpt2.encode("hello world").unwrap(), vec![31373, 995]);
+        let cl = Tokenizer::load("cl100k_base").unwrap();
+        assert_eq!(cl.encode("hello world").unwrap(), vec![15339, 1917]);
+        // Special tokens are text: more than one token.
+        assert!(gpt2.count("<|endoftext|>").unwrap() > 1);
+        assert_eq!(gpt2.decode(&[31373, 995]).unwrap(), "hello world");
+    }
+
+    #[test]
+    fn unknown_tokenizer_is_a_clear_error() {
+        let err = Tokenizer::load("nope.json").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "error: tokenizer `nope.json` is neither a built-in (o200k_base, cl100k_base, r50k_base) nor an existing tokenizer.json file"
+        );
+    }
+}
