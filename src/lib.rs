@@ -11,6 +11,7 @@ pub mod hash;
 pub mod io;
 pub mod record;
 pub mod rescale;
+pub mod result;
 pub mod slice;
 pub mod stats;
 pub mod tokenizer;
