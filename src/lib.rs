@@ -9,6 +9,7 @@ pub mod duration;
 pub mod error;
 pub mod hash;
 pub mod io;
+pub mod json;
 pub mod record;
 pub mod rescale;
 pub mod result;

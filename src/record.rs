@@ -406,9 +406,34 @@ pub enum Kind {
     Object,
 }
 
+/// Raw JSON text: a parsed record's value, or a slice of a line that
+/// [`crate::json::peek`] has already checked.
+pub trait JsonText {
+    /// The JSON text.
+    fn json(&self) -> &str;
+}
+
+impl JsonText for RawValue {
+    fn json(&self) -> &str {
+        self.get()
+    }
+}
+
+impl JsonText for str {
+    fn json(&self) -> &str {
+        self
+    }
+}
+
+impl<T: JsonText + ?Sized> JsonText for &T {
+    fn json(&self) -> &str {
+        (**self).json()
+    }
+}
+
 /// The kind of a raw JSON value.
-pub fn kind(raw: &RawValue) -> Kind {
-    match raw.get().as_bytes().first() {
+pub fn kind<R: JsonText + ?Sized>(raw: &R) -> Kind {
+    match raw.json().as_bytes().first() {
         Some(b'n') => Kind::Null,
         Some(b't' | b'f') => Kind::Bool,
         Some(b'"') => Kind::String,
@@ -418,41 +443,41 @@ pub fn kind(raw: &RawValue) -> Kind {
     }
 }
 
-fn expected(field: &str, what: &str, raw: &RawValue) -> FieldError {
+fn expected<R: JsonText + ?Sized>(field: &str, what: &str, raw: &R) -> FieldError {
     FieldError::new(
         field,
-        format!("expected {what}, found {}", quote_value(raw.get())),
+        format!("expected {what}, found {}", quote_value(raw.json())),
     )
 }
 
 /// An integer ≥ 0 (a JSON integer literal, no fraction or exponent).
-pub fn integer(field: &str, raw: &RawValue) -> Result<u64, FieldError> {
-    raw.get()
+pub fn integer<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<u64, FieldError> {
+    raw.json()
         .parse::<u64>()
         .map_err(|_| expected(field, "an integer ≥ 0", raw))
 }
 
 /// An integer ≥ 1.
-pub fn positive_integer(field: &str, raw: &RawValue) -> Result<u64, FieldError> {
-    match raw.get().parse::<u64>() {
+pub fn positive_integer<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<u64, FieldError> {
+    match raw.json().parse::<u64>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(expected(field, "an integer ≥ 1", raw)),
     }
 }
 
 /// Any finite number.
-pub fn number(field: &str, raw: &RawValue) -> Result<f64, FieldError> {
+pub fn number<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<f64, FieldError> {
     if kind(raw) != Kind::Number {
         return Err(expected(field, "a number", raw));
     }
-    match raw.get().parse::<f64>() {
+    match raw.json().parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(expected(field, "a finite number", raw)),
     }
 }
 
 /// A finite number ≥ 0.
-pub fn non_negative_number(field: &str, raw: &RawValue) -> Result<f64, FieldError> {
+pub fn non_negative_number<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<f64, FieldError> {
     match number(field, raw) {
         Ok(v) if v >= 0.0 => Ok(v),
         _ => Err(expected(field, "a number ≥ 0", raw)),
@@ -460,8 +485,11 @@ pub fn non_negative_number(field: &str, raw: &RawValue) -> Result<f64, FieldErro
 }
 
 /// A string, unescaped; borrowed when it has no escapes.
-pub fn string<'r>(field: &str, raw: &'r RawValue) -> Result<Cow<'r, str>, FieldError> {
-    let text = raw.get();
+pub fn string<'r, R: JsonText + ?Sized>(
+    field: &str,
+    raw: &'r R,
+) -> Result<Cow<'r, str>, FieldError> {
+    let text = raw.json();
     if kind(raw) != Kind::String {
         return Err(expected(field, "a string", raw));
     }
@@ -505,55 +533,49 @@ pub fn integer_array(field: &str, raw: &RawValue) -> Result<Vec<u64>, FieldError
 }
 
 /// Fast path for `[1, 2, 3]`: plain non-negative integer literals with
-/// optional white space. Returns false for anything else.
+/// optional white space. Returns false for anything else (the caller then
+/// finds out what is wrong); this runs for every record of every trace.
 fn parse_integer_array(text: &str, out: &mut Vec<u64>) -> bool {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let skip_ws = |i: &mut usize| {
-        while *i < bytes.len() && matches!(bytes[*i], b' ' | b'\t' | b'\n' | b'\r') {
-            *i += 1;
+    #[inline]
+    fn skip_ws(b: &[u8], mut i: usize) -> usize {
+        while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
         }
-    };
-    skip_ws(&mut i);
-    if bytes.get(i) != Some(&b'[') {
+        i
+    }
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'[') {
         return false;
     }
-    i += 1;
-    skip_ws(&mut i);
-    if bytes.get(i) == Some(&b']') {
-        i += 1;
-        skip_ws(&mut i);
-        return i == bytes.len();
+    // Ids are short: about one per three bytes at most.
+    out.reserve(b.len() / 3 + 1);
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return skip_ws(b, i + 1) == b.len();
     }
     loop {
         let start = i;
         let mut value: u64 = 0;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            value = match value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u64::from(bytes[i] - b'0')))
-            {
-                Some(v) => v,
-                None => return false,
-            };
+        while i < b.len() {
+            let digit = b[i].wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
             i += 1;
         }
-        // JSON forbids leading zeros ("01").
-        if i == start || (i - start > 1 && bytes[start] == b'0') {
+        let len = i - start;
+        // JSON forbids leading zeros ("01"); 20 digits may overflow u64, so
+        // they take the slow path.
+        if len == 0 || len > 19 || (len > 1 && b[start] == b'0') {
             return false;
         }
         out.push(value);
-        skip_ws(&mut i);
-        match bytes.get(i) {
-            Some(b',') => {
-                i += 1;
-                skip_ws(&mut i);
-            }
-            Some(b']') => {
-                i += 1;
-                skip_ws(&mut i);
-                return i == bytes.len();
-            }
+        i = skip_ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b']') => return skip_ws(b, i + 1) == b.len(),
             _ => return false,
         }
     }
@@ -693,17 +715,20 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
         check_observed(v, errors);
     }
 
-    let modes: Vec<InputMode> = InputMode::ALL
+    let mut modes = InputMode::ALL
         .into_iter()
-        .filter(|m| rec.contains(m.field()))
-        .collect();
-    match modes.as_slice() {
-        [] => errors.push(FieldError::record(
+        .filter(|m| rec.contains(m.field()));
+    match (modes.next(), modes.next()) {
+        (None, _) => errors.push(FieldError::record(
             "no prompt: a record needs one of `input_length`, `text_input`, `messages`, `payload` or `prompt_token_ids`",
         )),
-        [one] => c.mode = Some(*one),
-        many => {
-            let names: Vec<String> = many.iter().map(|m| format!("`{}`", m.field())).collect();
+        (Some(one), None) => c.mode = Some(one),
+        (Some(a), Some(b)) => {
+            let names: Vec<String> = [a, b]
+                .into_iter()
+                .chain(modes)
+                .map(|m| format!("`{}`", m.field()))
+                .collect();
             errors.push(FieldError::record(format!(
                 "{} given together: a record has exactly one input mode{}",
                 names.join(" and "),

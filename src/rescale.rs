@@ -10,6 +10,9 @@ use crate::io::{self, Lines, Output, Rereadable};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record, blocks_for};
 
 const EXAMPLES: &str = "\
+Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
+malformed record without --skip-invalid, a zero span for --rate/--duration).
+
 Examples:
   Replay the traffic twice as fast:
     trace-rescale --speed 2 trace.jsonl | trace-replay --url http://127.0.0.1:8000

@@ -1,0 +1,290 @@
+//! A validating scanner for one-line JSON objects, for filters that need a
+//! field or two of every record and pass the line on unchanged.
+//!
+//! It checks the whole line against the JSON grammar (RFC 8259) and hands
+//! back the raw text of the top-level members asked for, without building
+//! anything. Tools call it first and fall back to the full parser
+//! ([`crate::record::Record::parse`]) for anything it rejects, so a bad line
+//! is always described by serde_json's message, and a line this scanner
+//! wrongly refused would still be read correctly.
+
+/// Deepest nesting accepted (serde_json's limit is 128 too).
+const MAX_DEPTH: usize = 128;
+
+/// Scan `line`, which must be one JSON object, and return the raw text of
+/// each of `keys` (top-level members only; `None` when absent). Returns
+/// `None` when the line is not a valid JSON object, has a duplicate among
+/// `keys`, or uses escapes in a key (the caller then takes the slow path).
+pub fn peek<'a, const N: usize>(line: &'a str, keys: [&str; N]) -> Option<[Option<&'a str>; N]> {
+    let b = line.as_bytes();
+    let mut found: [Option<&'a str>; N] = [None; N];
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return (ws(b, i + 1) == b.len()).then_some(found);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_start = i + 1;
+        let key_end = string(b, i)?;
+        let key = &line[key_start..key_end - 1];
+        if key.contains('\\') {
+            return None;
+        }
+        i = ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(b, i + 1);
+        let value_start = i;
+        i = value(b, i, 1)?;
+        if let Some(k) = keys.iter().position(|k| *k == key) {
+            if found[k].is_some() {
+                return None;
+            }
+            found[k] = Some(&line[value_start..i]);
+        }
+        i = ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => return (ws(b, i + 1) == b.len()).then_some(found),
+            _ => return None,
+        }
+    }
+}
+
+#[inline]
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// End (exclusive) of the value starting at `i`.
+fn value(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => string(b, i),
+        b'{' => object(b, i, depth),
+        b'[' => array(b, i, depth),
+        b't' => literal(b, i, b"true"),
+        b'f' => literal(b, i, b"false"),
+        b'n' => literal(b, i, b"null"),
+        _ => number(b, i),
+    }
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    b[i..].starts_with(word).then_some(i + word.len())
+}
+
+/// End (exclusive, past the closing quote) of the string starting at `i`.
+fn string(b: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    loop {
+        match *b.get(i)? {
+            b'"' => return Some(i + 1),
+            b'\\' => match *b.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = b.get(i + 2..i + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    i += 6;
+                }
+                _ => return None,
+            },
+            // Control characters must be escaped inside strings.
+            c if c < 0x20 => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`; numbers with an exponent are left to
+/// the full parser.
+fn number(b: &[u8], mut i: usize) -> Option<usize> {
+    let start = i;
+    let digits = |b: &[u8], mut i: usize| {
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        (i > start).then_some(i)
+    };
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(b, i)?,
+        _ => return None,
+    }
+    if b.get(i) == Some(&b'.') {
+        i = digits(b, i + 1)?;
+    }
+    // serde_json refuses numbers beyond f64's range (`1e400`); rather than
+    // mirror its rule, leave exponents and very long numbers to it.
+    if matches!(b.get(i), Some(b'e' | b'E')) || i - start > 300 {
+        return None;
+    }
+    Some(i)
+}
+
+fn array(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut i = ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Some(i + 1);
+    }
+    loop {
+        i = value(b, i, depth + 1)?;
+        i = ws(b, i);
+        match *b.get(i)? {
+            b',' => i = ws(b, i + 1),
+            b']' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+fn object(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut i = ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(i + 1);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        i = ws(b, string(b, i)?);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = value(b, ws(b, i + 1), depth + 1)?;
+        i = ws(b, i);
+        match *b.get(i)? {
+            b',' => i = ws(b, i + 1),
+            b'}' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_top_level_members_only() {
+        let line = r#"{"a": {"timestamp": 1}, "timestamp": 12.5, "s": "x\"y"}"#;
+        assert_eq!(
+            peek(line, ["timestamp", "s", "zz"]),
+            Some([Some("12.5"), Some(r#""x\"y""#), None])
+        );
+    }
+
+    #[test]
+    fn refuses_what_is_not_one_valid_object() {
+        for bad in [
+            "",
+            "[]",
+            "{",
+            "{}x",
+            r#"{"a":1,}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":-}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":"\x"}"#,
+            "{\"a\":\"\t\"}",
+            r#"{"a":[1,]}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1}{"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"timestamp":1,"timestamp":2}"#,
+        ] {
+            assert_eq!(peek(bad, ["timestamp"]), None, "{bad}");
+        }
+        assert!(peek(" { } ", ["a"]).is_some());
+    }
+
+    /// Random JSON-like lines: the scanner accepts exactly what serde_json
+    /// accepts as an object (keys without escapes, no duplicate of `k`).
+    #[test]
+    fn agrees_with_serde_json() {
+        let pieces = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"k\"",
+            "\"v\"",
+            "1",
+            "-0",
+            "2.5e-3",
+            "01",
+            "1.",
+            "true",
+            "nul",
+            "null",
+            " ",
+            "\"a\\nb\"",
+            "\"\\u00e9\"",
+            "\"\\q\"",
+            "{\"k\":1}",
+            "[1,2]",
+            "-",
+            "e5",
+            "\"x\":",
+            "\t",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state = crate::hash::mix(state);
+            state
+        };
+        let mut accepted = 0;
+        for _ in 0..200_000 {
+            let n = 1 + (next() % 12) as usize;
+            let mut line = String::from("{");
+            for _ in 0..n {
+                line.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+            if next() % 2 == 0 {
+                line.push('}');
+            }
+            let serde_ok =
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&line).is_ok()
+                    && serde_json::from_str::<serde_json::Value>(&line).is_ok();
+            let ours = peek(&line, ["k"]);
+            if ours.is_some() {
+                accepted += 1;
+                assert!(serde_ok, "scanner accepted invalid {line:?}");
+            } else if serde_ok {
+                // Allowed only for the documented slow-path cases.
+                assert!(
+                    line.matches("\"k\"").count() > 1
+                        || line.contains('\\')
+                        || line.contains("e-")
+                        || line.contains("e5"),
+                    "scanner refused valid {line:?}"
+                );
+            }
+        }
+        assert!(accepted > 1000, "{accepted}");
+    }
+}
