@@ -58,8 +58,9 @@ pub fn peek<'a, const N: usize>(line: &'a str, keys: [&str; N]) -> Option<[Optio
     }
 }
 
+/// Index of the first byte at or after `i` that is not JSON white space.
 #[inline]
-fn ws(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
         i += 1;
     }
@@ -67,7 +68,7 @@ fn ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// End (exclusive) of the value starting at `i`.
-fn value(b: &[u8], i: usize, depth: usize) -> Option<usize> {
+pub(crate) fn value(b: &[u8], i: usize, depth: usize) -> Option<usize> {
     match *b.get(i)? {
         b'"' => string(b, i),
         b'{' => object(b, i, depth),
@@ -84,7 +85,7 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
 }
 
 /// End (exclusive, past the closing quote) of the string starting at `i`.
-fn string(b: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn string(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
         match *b.get(i)? {
@@ -137,6 +138,55 @@ fn number(b: &[u8], mut i: usize) -> Option<usize> {
     Some(i)
 }
 
+/// A plain decimal number (`-12.345`, no exponent) starting at `i`, and
+/// where it ends. Exact: the digits form an integer below 2^53 and the
+/// scale is at most 10^22, so one correctly rounded division gives the same
+/// f64 as any correct parser. Anything else is `None` (use a full parser).
+pub(crate) fn decimal(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    if negative {
+        i += 1;
+    }
+    let start = i;
+    let mut mantissa: u64 = 0;
+    let mut digits = 0u32;
+    while i < b.len() && b[i].is_ascii_digit() {
+        mantissa = mantissa
+            .wrapping_mul(10)
+            .wrapping_add(u64::from(b[i] - b'0'));
+        digits += 1;
+        i += 1;
+    }
+    if digits == 0 || (digits > 1 && b[start] == b'0') {
+        return None;
+    }
+    let mut scale = 0u32;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let frac_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            mantissa = mantissa
+                .wrapping_mul(10)
+                .wrapping_add(u64::from(b[i] - b'0'));
+            digits += 1;
+            i += 1;
+        }
+        scale = (i - frac_start) as u32;
+        if scale == 0 {
+            return None;
+        }
+    }
+    if digits > 15 || scale > 22 || matches!(b.get(i), Some(b'e' | b'E')) {
+        return None;
+    }
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let v = mantissa as f64 / POW10[scale as usize];
+    Some((if negative { -v } else { v }, i))
+}
+
 fn array(b: &[u8], i: usize, depth: usize) -> Option<usize> {
     if depth > MAX_DEPTH {
         return None;
@@ -185,6 +235,29 @@ fn object(b: &[u8], i: usize, depth: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_match_the_standard_parser() {
+        let mut state = 7u64;
+        for _ in 0..100_000 {
+            state = crate::hash::mix(state);
+            let int = state % 1_000_000;
+            let frac_digits = (state >> 20) % 7;
+            let frac = (state >> 32) % 10u64.pow(frac_digits as u32);
+            let text = if frac_digits == 0 {
+                format!("{int}")
+            } else {
+                format!("{int}.{frac:0w$}", w = frac_digits as usize)
+            };
+            let (v, end) = decimal(text.as_bytes(), 0).unwrap();
+            assert_eq!(end, text.len());
+            assert_eq!(v, text.parse::<f64>().unwrap(), "{text}");
+        }
+        assert_eq!(decimal(b"-0.5,", 0), Some((-0.5, 4)));
+        assert_eq!(decimal(b"1e3", 0), None);
+        assert_eq!(decimal(b"01", 0), None);
+        assert_eq!(decimal(b"1.", 0), None);
+    }
 
     #[test]
     fn finds_top_level_members_only() {

@@ -15,5 +15,6 @@ pub mod rescale;
 pub mod result;
 pub mod slice;
 pub mod stats;
+pub mod summarize;
 pub mod tokenizer;
 pub mod validate;

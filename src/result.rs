@@ -109,6 +109,88 @@ impl ResultRecord {
 mod tests {
     use super::*;
 
+    type Fields = (
+        (Option<f64>, f64, Option<f64>, Option<f64>, Option<f64>),
+        (
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+        ),
+        (Status, Option<u16>, bool),
+    );
+
+    fn fields(v: &ResultView) -> Fields {
+        (
+            (
+                v.scheduled_ms,
+                v.sent_ms,
+                v.ttft_ms,
+                v.first_chunk_ms,
+                v.e2e_ms,
+            ),
+            (
+                v.input_length,
+                v.output_length,
+                v.prompt_tokens,
+                v.completion_tokens,
+                v.cached_tokens,
+            ),
+            (v.status, v.http_status, v.warmup),
+        )
+    }
+
+    /// The one-pass reader and serde_json read the same values.
+    #[test]
+    fn fast_reader_agrees_with_serde() {
+        let mut state = 3u64;
+        let mut next = |m: u64| {
+            state = crate::hash::mix(state);
+            state % m
+        };
+        let mut fast = 0;
+        for i in 0..20_000 {
+            let mut r = ResultRecord {
+                index: i,
+                id: (next(2) == 0).then(|| format!("r\"{i}")),
+                scheduled_ms: next(100_000) as f64 / 1000.0,
+                sent_ms: next(100_000) as f64 / 8.0,
+                start_time: "2026-11-22T10:00:00Z".into(),
+                ttft_ms: (next(3) > 0).then(|| next(10_000) as f64 / 10.0),
+                first_chunk_ms: (next(3) > 0).then(|| next(10_000) as f64 / 100.0),
+                e2e_ms: (next(3) > 0).then(|| next(100_000) as f64 * 0.1),
+                itl_ms: (0..next(5)).map(|_| next(10_000) as f64 / 1000.0).collect(),
+                prompt_tokens: (next(2) == 0).then(|| next(5000)),
+                completion_tokens: (next(2) == 0).then(|| next(50)),
+                http_status: (next(2) == 0).then(|| 200 + next(400) as u16),
+                status: [
+                    Status::Ok,
+                    Status::Error,
+                    Status::Timeout,
+                    Status::Cancelled,
+                ][next(4) as usize],
+                warmup: next(5) == 0,
+                ..ResultRecord::default()
+            };
+            if next(7) == 0 {
+                r.sent_ms = 1e21;
+            }
+            let line = r.to_json_line();
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            let got = ResultView::read(&line, &mut a).unwrap();
+            fast += usize::from(read_fast(&line, &mut Vec::new()).is_some());
+            let want = ResultView::parse(&line).unwrap();
+            want.itl(&mut b).unwrap();
+            assert_eq!(fields(&got), fields(&want), "{line}");
+            assert_eq!(a, b, "{line}");
+        }
+        // One line in seven has `1e21` and others have 17-digit floats such
+        // as 1234.5000000000002: those take the slow path by design.
+        assert!(fast > 12_000, "{fast}");
+    }
+
     #[test]
     fn nulls_for_missing_measurements_absent_labels() {
         let r = ResultRecord {
@@ -128,4 +210,349 @@ mod tests {
         let back: ResultRecord = serde_json::from_str(&r.to_json_line()).unwrap();
         assert_eq!(back, r);
     }
+}
+
+/// A result line read for summarizing: the measurements borrowed from the
+/// line, nothing allocated. Unknown fields are ignored here; `--by` reads
+/// its field from the raw line.
+#[derive(Debug, Deserialize)]
+pub struct ResultView<'a> {
+    /// When the request was due, ms.
+    #[serde(default)]
+    pub scheduled_ms: Option<f64>,
+    /// When it was sent, ms.
+    pub sent_ms: f64,
+    /// First content − sent.
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// First chunk − sent.
+    #[serde(default)]
+    pub first_chunk_ms: Option<f64>,
+    /// Last byte − sent.
+    #[serde(default)]
+    pub e2e_ms: Option<f64>,
+    /// Gaps between content chunks, raw: parsed only when needed.
+    #[serde(default, borrow)]
+    pub itl_ms: Option<&'a serde_json::value::RawValue>,
+    /// Asked-for prompt tokens.
+    #[serde(default)]
+    pub input_length: Option<u64>,
+    /// Asked-for output tokens.
+    #[serde(default)]
+    pub output_length: Option<u64>,
+    /// Server-reported prompt tokens.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Server-reported output tokens.
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+    /// Server-reported cached prompt tokens.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    /// What happened.
+    pub status: Status,
+    /// HTTP status, if any.
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    /// Warmup results are left out of summaries.
+    #[serde(default)]
+    pub warmup: bool,
+}
+
+impl<'a> ResultView<'a> {
+    /// Read one result line, its `itl_ms` gaps into `itl` (cleared first).
+    /// The common shape of a line is read in one pass; anything unusual
+    /// (escaped keys, exponents, a bad value) goes through serde_json, which
+    /// also words the error.
+    pub fn read(
+        line: &'a str,
+        itl: &mut Vec<f64>,
+    ) -> Result<ResultView<'a>, crate::error::FieldError> {
+        itl.clear();
+        if let Some(view) = read_fast(line, itl) {
+            return Ok(view);
+        }
+        itl.clear();
+        let view = ResultView::parse(line)?;
+        view.itl(itl)?;
+        Ok(view)
+    }
+
+    /// Parse one result line. serde's message for a wrong type does not
+    /// name the field, so on failure [`diagnose`] finds it.
+    pub fn parse(line: &'a str) -> Result<ResultView<'a>, crate::error::FieldError> {
+        serde_json::from_str(line).map_err(|e| diagnose(line, &e))
+    }
+
+    /// The `itl_ms` gaps, appended to `out`.
+    pub fn itl(&self, out: &mut Vec<f64>) -> Result<(), crate::error::FieldError> {
+        let Some(raw) = self.itl_ms else {
+            return Ok(());
+        };
+        let text = raw.get().trim();
+        let bad = || {
+            crate::error::FieldError::new(
+                "itl_ms",
+                format!(
+                    "expected an array of numbers ≥ 0, found {}",
+                    crate::error::quote_value(text)
+                ),
+            )
+        };
+        if text == "null" {
+            return Ok(());
+        }
+        let inner = text
+            .strip_prefix('[')
+            .and_then(|t| t.strip_suffix(']'))
+            .ok_or_else(bad)?;
+        if inner.trim().is_empty() {
+            return Ok(());
+        }
+        for item in inner.split(',') {
+            match item.trim().parse::<f64>() {
+                Ok(v) if v >= 0.0 && v.is_finite() => out.push(v),
+                _ => return Err(bad()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One pass over a well-formed result line; `None` for anything else.
+fn read_fast<'a>(line: &'a str, itl: &mut Vec<f64>) -> Option<ResultView<'a>> {
+    use crate::json::{decimal, string, value, ws};
+    fn optional<T>(
+        b: &[u8],
+        i: usize,
+        parse: impl Fn(&[u8], usize) -> Option<(T, usize)>,
+    ) -> Option<(Option<T>, usize)> {
+        if b[i..].starts_with(b"null") {
+            Some((None, i + 4))
+        } else {
+            parse(b, i).map(|(v, end)| (Some(v), end))
+        }
+    }
+    fn integer(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
+        let start = i;
+        let mut v: u64 = 0;
+        while i < b.len() && b[i].is_ascii_digit() {
+            v = v.checked_mul(10)?.checked_add(u64::from(b[i] - b'0'))?;
+            i += 1;
+        }
+        let len = i - start;
+        let clean = len > 0 && (len == 1 || b[start] != b'0');
+        (clean && !matches!(b.get(i), Some(b'.' | b'e' | b'E'))).then_some((v, i))
+    }
+
+    let b = line.as_bytes();
+    let mut view = ResultView {
+        scheduled_ms: None,
+        sent_ms: 0.0,
+        ttft_ms: None,
+        first_chunk_ms: None,
+        e2e_ms: None,
+        itl_ms: None,
+        input_length: None,
+        output_length: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        cached_tokens: None,
+        status: Status::Ok,
+        http_status: None,
+        warmup: false,
+    };
+    let mut seen: u32 = 0;
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string(b, i)?;
+        let key = &line[i + 1..key_end - 1];
+        i = ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(b, i + 1);
+        let bit = match key {
+            "sent_ms" => 0,
+            "scheduled_ms" => 1,
+            "ttft_ms" => 2,
+            "first_chunk_ms" => 3,
+            "e2e_ms" => 4,
+            "itl_ms" => 5,
+            "input_length" => 6,
+            "output_length" => 7,
+            "prompt_tokens" => 8,
+            "completion_tokens" => 9,
+            "cached_tokens" => 10,
+            "status" => 11,
+            "http_status" => 12,
+            "warmup" => 13,
+            _ if key.contains('\\') => return None,
+            _ => 31,
+        };
+        if bit != 31 {
+            if seen & (1 << bit) != 0 {
+                return None;
+            }
+            seen |= 1 << bit;
+        }
+        i = match bit {
+            0 => {
+                let (v, end) = decimal(b, i)?;
+                view.sent_ms = v;
+                end
+            }
+            1..=4 => {
+                let (v, end) = optional(b, i, decimal)?;
+                match bit {
+                    1 => view.scheduled_ms = v,
+                    2 => view.ttft_ms = v,
+                    3 => view.first_chunk_ms = v,
+                    _ => view.e2e_ms = v,
+                }
+                end
+            }
+            5 => {
+                if b[i..].starts_with(b"null") {
+                    i + 4
+                } else {
+                    if b.get(i) != Some(&b'[') {
+                        return None;
+                    }
+                    i = ws(b, i + 1);
+                    if b.get(i) == Some(&b']') {
+                        i + 1
+                    } else {
+                        loop {
+                            let (v, end) = decimal(b, i)?;
+                            if v < 0.0 {
+                                return None;
+                            }
+                            itl.push(v);
+                            i = ws(b, end);
+                            match b.get(i) {
+                                Some(b',') => i = ws(b, i + 1),
+                                Some(b']') => break i + 1,
+                                _ => return None,
+                            }
+                        }
+                    }
+                }
+            }
+            6..=10 => {
+                let (v, end) = optional(b, i, integer)?;
+                match bit {
+                    6 => view.input_length = v,
+                    7 => view.output_length = v,
+                    8 => view.prompt_tokens = v,
+                    9 => view.completion_tokens = v,
+                    _ => view.cached_tokens = v,
+                }
+                end
+            }
+            11 => {
+                let end = string(b, i)?;
+                view.status = match &line[i..end] {
+                    "\"ok\"" => Status::Ok,
+                    "\"error\"" => Status::Error,
+                    "\"timeout\"" => Status::Timeout,
+                    "\"cancelled\"" => Status::Cancelled,
+                    _ => return None,
+                };
+                end
+            }
+            12 => {
+                let (v, end) = optional(b, i, integer)?;
+                view.http_status = match v {
+                    Some(code) => Some(u16::try_from(code).ok()?),
+                    None => None,
+                };
+                end
+            }
+            13 => {
+                if b[i..].starts_with(b"true") {
+                    view.warmup = true;
+                    i + 4
+                } else if b[i..].starts_with(b"false") {
+                    i + 5
+                } else {
+                    return None;
+                }
+            }
+            _ => value(b, i, 1)?,
+        };
+        i = ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    let required = (1 << 0) | (1 << 11);
+    (ws(b, i + 1) == b.len() && seen & required == required).then_some(view)
+}
+
+/// Name the field that made a result line unreadable.
+fn diagnose(line: &str, err: &serde_json::Error) -> crate::error::FieldError {
+    use crate::error::FieldError;
+    use crate::record::{self, Kind, Record};
+    let rec = match Record::parse(line) {
+        Ok(rec) => rec,
+        Err(e) => return FieldError::record(e.msg),
+    };
+    let optional_numbers = ["scheduled_ms", "ttft_ms", "first_chunk_ms", "e2e_ms"];
+    let optional_integers = [
+        "input_length",
+        "output_length",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "http_status",
+    ];
+    for (key, value) in rec.iter() {
+        let null = record::kind(value) == Kind::Null;
+        let result = match key {
+            "sent_ms" => record::number(key, value).map(drop),
+            k if optional_numbers.contains(&k) && !null => record::number(key, value).map(drop),
+            k if optional_integers.contains(&k) && !null => record::integer(key, value).map(drop),
+            "status" => match record::string(key, value) {
+                Ok(s) if matches!(&*s, "ok" | "error" | "timeout" | "cancelled") => Ok(()),
+                Ok(_) | Err(_) => Err(FieldError::new(
+                    key,
+                    format!(
+                        "expected \"ok\", \"error\", \"timeout\" or \"cancelled\", found {}",
+                        crate::error::quote_value(value.get())
+                    ),
+                )),
+            },
+            "warmup" if record::kind(value) != Kind::Bool => Err(FieldError::new(
+                key,
+                format!(
+                    "expected true or false, found {}",
+                    crate::error::quote_value(value.get())
+                ),
+            )),
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            return e;
+        }
+    }
+    for required in ["sent_ms", "status"] {
+        if !rec.contains(required) {
+            return FieldError::new(required, "missing: every result has one");
+        }
+    }
+    let text = err.to_string();
+    FieldError::record(match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    })
 }

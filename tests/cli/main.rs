@@ -5,5 +5,6 @@ mod man;
 mod pipes;
 mod rescale;
 mod slice;
+mod summarize;
 mod util;
 mod validate;

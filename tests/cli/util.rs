@@ -16,6 +16,7 @@ pub fn bin(name: &str) -> PathBuf {
         "trace-validate" => env!("CARGO_BIN_EXE_trace-validate"),
         "trace-slice" => env!("CARGO_BIN_EXE_trace-slice"),
         "trace-rescale" => env!("CARGO_BIN_EXE_trace-rescale"),
+        "trace-summarize" => env!("CARGO_BIN_EXE_trace-summarize"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(path)

@@ -1,0 +1,819 @@
+//! Folding result records into figures, in memory bounded by the number of
+//! groups and windows, not by the number of results.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::result::{ResultView, Status};
+
+/// Values kept exactly up to this count; beyond it a distribution moves to
+/// an HDR histogram of microseconds at 3 significant digits.
+pub const EXACT_LIMIT: usize = 100_000;
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// A distribution of millisecond values: count, mean, std, min and max are
+/// always exact; percentiles are exact (nearest rank) up to
+/// [`EXACT_LIMIT`] values and within 0.1 % beyond.
+#[derive(Clone, Debug)]
+pub struct Dist {
+    /// Values kept exactly before moving to the histogram.
+    limit: usize,
+    exact: Vec<f64>,
+    hist: Option<Histogram<u64>>,
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist {
+            limit: EXACT_LIMIT,
+            exact: Vec::new(),
+            hist: None,
+            n: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+}
+
+/// Figures of one distribution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// Number of values.
+    pub count: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Population standard deviation (numpy's default, as vLLM prints).
+    pub std: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// (p, value) for each percentile asked for.
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is a valid precision")
+}
+
+fn to_us(ms: f64) -> u64 {
+    (ms * 1000.0).round().max(0.0) as u64
+}
+
+/// Record one value, growing the histogram's range as needed (a
+/// saturating record would clamp to the initial range and hide outliers).
+fn record_us(h: &mut Histogram<u64>, ms: f64) {
+    let us = to_us(ms);
+    if h.record(us).is_err() {
+        h.saturating_record(us);
+    }
+}
+
+impl Dist {
+    /// A distribution that keeps at most `limit` values exactly: windows of a
+    /// time series are many, so each keeps few.
+    pub fn with_exact_limit(limit: usize) -> Dist {
+        Dist {
+            limit,
+            ..Dist::default()
+        }
+    }
+
+    /// Add one value (ms, or any unit: the histogram stores thousandths).
+    pub fn record(&mut self, v: f64) {
+        self.n += 1;
+        self.sum += v;
+        self.sum_sq += v * v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        match &mut self.hist {
+            Some(h) => record_us(h, v),
+            None => {
+                self.exact.push(v);
+                if self.exact.len() > self.limit {
+                    self.spill();
+                }
+            }
+        }
+    }
+
+    fn spill(&mut self) {
+        let mut h = new_histogram();
+        for &v in &self.exact {
+            record_us(&mut h, v);
+        }
+        self.exact = Vec::new();
+        self.hist = Some(h);
+    }
+
+    /// Fold another distribution in (results of another shard).
+    pub fn merge(&mut self, other: &Dist) {
+        self.n += other.n;
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        match (&mut self.hist, &other.hist) {
+            (None, None) => {
+                self.exact.extend_from_slice(&other.exact);
+                if self.exact.len() > self.limit {
+                    self.spill();
+                }
+            }
+            (Some(h), None) => {
+                for &v in &other.exact {
+                    record_us(h, v);
+                }
+            }
+            (mine, Some(theirs)) => {
+                if mine.is_none() {
+                    self.spill();
+                }
+                let h = self.hist.as_mut().expect("spilled above");
+                h.add(theirs)
+                    .expect("auto-resizing histograms accept any values");
+            }
+        }
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// True while percentiles are exact.
+    pub fn is_exact(&self) -> bool {
+        self.hist.is_none()
+    }
+
+    /// The figures, or `None` with no values.
+    pub fn summary(&self, percentiles: &[f64]) -> Option<Summary> {
+        if self.n == 0 {
+            return None;
+        }
+        let n = self.n as f64;
+        let mean = self.sum / n;
+        let var = (self.sum_sq / n - mean * mean).max(0.0);
+        let mut sorted;
+        let values: Vec<(f64, f64)> = match &self.hist {
+            None => {
+                sorted = self.exact.clone();
+                sorted.sort_by(f64::total_cmp);
+                percentiles
+                    .iter()
+                    .map(|&p| {
+                        let rank = ((p / 100.0) * n).ceil().max(1.0) as usize;
+                        (p, sorted[rank.min(sorted.len()) - 1])
+                    })
+                    .collect()
+            }
+            Some(h) => percentiles
+                .iter()
+                .map(|&p| {
+                    let v = h.value_at_quantile(p / 100.0) as f64 / 1000.0;
+                    // The histogram reports a bucket's top: never beyond
+                    // what was really seen.
+                    (p, v.clamp(self.min, self.max))
+                })
+                .collect(),
+        };
+        Some(Summary {
+            count: self.n,
+            mean,
+            std: var.sqrt(),
+            min: self.min,
+            max: self.max,
+            percentiles: values,
+        })
+    }
+}
+
+/// Differences between what was asked and what the server reported
+/// (`prompt_tokens − input_length`), exact.
+#[derive(Clone, Debug, Default)]
+pub struct Fidelity {
+    /// Results with both numbers.
+    pub count: u64,
+    /// Results where they are equal.
+    pub exact: u64,
+    sum: i64,
+    min: i64,
+    max: i64,
+}
+
+impl Fidelity {
+    fn record(&mut self, asked: Option<u64>, got: Option<u64>) {
+        let (Some(asked), Some(got)) = (asked, got) else {
+            return;
+        };
+        let d = got as i64 - asked as i64;
+        if self.count == 0 {
+            (self.min, self.max) = (d, d);
+        }
+        self.count += 1;
+        self.exact += u64::from(d == 0);
+        self.sum += d;
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+    }
+
+    fn merge(&mut self, o: &Fidelity) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            (self.min, self.max) = (o.min, o.max);
+        }
+        self.count += o.count;
+        self.exact += o.exact;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+
+    /// Mean difference.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum as f64 / self.count as f64)
+    }
+
+    /// Smallest and largest difference.
+    pub fn range(&self) -> Option<(i64, i64)> {
+        (self.count > 0).then_some((self.min, self.max))
+    }
+}
+
+/// How TTFT and TPOT are defined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Convention {
+    /// TTFT at the first chunk with content; TPOT = (E2E − TTFT) /
+    /// (tokens − 1). AIPerf calls this TPOT "inter token latency" and the
+    /// pooled gaps "inter chunk latency".
+    Aiperf,
+    /// TTFT at the first chunk carrying `choices` (`first_chunk_ms`); TPOT
+    /// = (E2E − TTFT) / (tokens − 1), as vLLM's bench serve prints.
+    Vllm,
+    /// TTFT at the first content; TPOT = E2E / tokens (it includes the
+    /// TTFT); ITL = (E2E − TTFT) / (tokens − 1) per request, as GuideLLM
+    /// reports them.
+    Guidellm,
+}
+
+impl Convention {
+    /// The name printed and used as a JSON key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Convention::Aiperf => "aiperf",
+            Convention::Vllm => "vllm",
+            Convention::Guidellm => "guidellm",
+        }
+    }
+
+    /// TTFT of one result under this convention.
+    pub fn ttft(self, r: &ResultView) -> Option<f64> {
+        match self {
+            Convention::Vllm => r.first_chunk_ms,
+            Convention::Aiperf | Convention::Guidellm => r.ttft_ms,
+        }
+    }
+
+    /// TPOT of one result, when it has one.
+    pub fn tpot(self, r: &ResultView) -> Option<f64> {
+        let e2e = r.e2e_ms?;
+        let tokens = r.completion_tokens?;
+        match self {
+            Convention::Guidellm => (tokens >= 1).then(|| e2e / tokens as f64),
+            _ => {
+                let ttft = self.ttft(r)?;
+                (tokens > 1).then(|| (e2e - ttft) / (tokens - 1) as f64)
+            }
+        }
+    }
+}
+
+/// TTFT, TPOT and ITL under one convention.
+#[derive(Clone, Debug, Default)]
+pub struct ConventionDists {
+    /// Time to first token.
+    pub ttft: Dist,
+    /// Time per output token.
+    pub tpot: Dist,
+    /// Inter-token latency.
+    pub itl: Dist,
+}
+
+impl ConventionDists {
+    fn merge(&mut self, o: &ConventionDists) {
+        self.ttft.merge(&o.ttft);
+        self.tpot.merge(&o.tpot);
+        self.itl.merge(&o.itl);
+    }
+}
+
+/// Service-level objectives: a request meets one when its figure is at most
+/// the bound.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Slo {
+    /// (name, bound in ms), in the order given.
+    pub bounds: Vec<(SloMetric, f64)>,
+}
+
+/// What an SLO bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SloMetric {
+    /// TTFT under the printed convention; a result without one misses.
+    Ttft,
+    /// TPOT; a one-token answer has none and meets it.
+    Tpot,
+    /// Every gap between content chunks.
+    Itl,
+    /// End-to-end latency.
+    E2e,
+}
+
+impl SloMetric {
+    /// Its name on the command line and in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            SloMetric::Ttft => "ttft",
+            SloMetric::Tpot => "tpot",
+            SloMetric::Itl => "itl",
+            SloMetric::E2e => "e2e",
+        }
+    }
+}
+
+/// Values a window keeps exactly before its percentiles become
+/// approximate (within 0.1 %).
+pub const WINDOW_EXACT_LIMIT: usize = 1_000;
+
+/// A window of the time series.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// Requests sent in the window.
+    pub started: u64,
+    /// Requests that ended in the window.
+    pub completed: u64,
+    /// Requests that ended in the window without `ok`.
+    pub errors: u64,
+    /// Output tokens of ok requests that ended in the window.
+    pub output_tokens: u64,
+    /// TTFT of ok requests that ended in the window.
+    pub ttft: Dist,
+    /// E2E of ok requests that ended in the window.
+    pub e2e: Dist,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            started: 0,
+            completed: 0,
+            errors: 0,
+            output_tokens: 0,
+            ttft: Dist::with_exact_limit(WINDOW_EXACT_LIMIT),
+            e2e: Dist::with_exact_limit(WINDOW_EXACT_LIMIT),
+        }
+    }
+}
+
+impl Window {
+    fn merge(&mut self, o: &Window) {
+        self.started += o.started;
+        self.completed += o.completed;
+        self.errors += o.errors;
+        self.output_tokens += o.output_tokens;
+        self.ttft.merge(&o.ttft);
+        self.e2e.merge(&o.e2e);
+    }
+}
+
+/// Requests in flight over time, as +1/−1 steps in buckets whose width
+/// doubles whenever the run outgrows [`InFlight::MAX_BUCKETS`].
+#[derive(Clone, Debug)]
+pub struct InFlight {
+    /// Bucket width, ms.
+    pub resolution_ms: f64,
+    steps: Vec<i32>,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight {
+            resolution_ms: 1.0,
+            steps: Vec::new(),
+        }
+    }
+}
+
+impl InFlight {
+    /// At 1 ms, 2^21 buckets cover 35 minutes in 8 MB.
+    pub const MAX_BUCKETS: usize = 1 << 21;
+
+    fn step(&mut self, at_ms: f64, delta: i32) {
+        let mut i = (at_ms.max(0.0) / self.resolution_ms) as usize;
+        while i >= Self::MAX_BUCKETS {
+            self.coarsen();
+            i = (at_ms.max(0.0) / self.resolution_ms) as usize;
+        }
+        if i >= self.steps.len() {
+            self.steps.resize(i + 1, 0);
+        }
+        self.steps[i] += delta;
+    }
+
+    fn coarsen(&mut self) {
+        self.resolution_ms *= 2.0;
+        let merged: Vec<i32> = self.steps.chunks(2).map(|c| c.iter().sum()).collect();
+        self.steps = merged;
+    }
+
+    fn add(&mut self, start_ms: f64, end_ms: f64) {
+        self.step(start_ms, 1);
+        self.step(end_ms, -1);
+    }
+
+    fn merge(&mut self, o: &InFlight) {
+        while self.resolution_ms < o.resolution_ms {
+            self.coarsen();
+        }
+        let ratio = (self.resolution_ms / o.resolution_ms) as usize;
+        for (i, &d) in o.steps.iter().enumerate() {
+            if d != 0 {
+                let at = (i / ratio) as f64 * self.resolution_ms;
+                self.step(at, d);
+            }
+        }
+    }
+
+    /// The most requests in flight at any bucket boundary.
+    pub fn peak(&self) -> u64 {
+        let mut level: i64 = 0;
+        let mut peak: i64 = 0;
+        for &d in &self.steps {
+            level += i64::from(d);
+            peak = peak.max(level);
+        }
+        peak as u64
+    }
+}
+
+/// Everything summarize knows about one group of results.
+#[derive(Clone, Debug, Default)]
+pub struct Aggregate {
+    /// Results counted (warmup left out).
+    pub total: u64,
+    /// Warmup results seen and left out.
+    pub warmup: u64,
+    /// Count by status.
+    pub by_status: BTreeMap<Status, u64>,
+    /// Count by HTTP status (`None` when no response arrived).
+    pub by_http: BTreeMap<Option<u16>, u64>,
+    /// Earliest send, ms.
+    pub first_sent_ms: Option<f64>,
+    /// Latest completion (or send, for a result without one), ms.
+    pub last_end_ms: Option<f64>,
+    /// Σ completion_tokens of ok results.
+    pub output_tokens: u64,
+    /// Σ prompt_tokens of ok results.
+    pub prompt_tokens: u64,
+    /// Ok results without usage: token throughput does not count them.
+    pub ok_without_usage: u64,
+    /// Per convention.
+    pub conventions: BTreeMap<Convention, ConventionDists>,
+    /// E2E of ok results.
+    pub e2e: Dist,
+    /// Output tokens per second of each ok result: tokens / E2E.
+    pub tokens_per_s: Dist,
+    /// Dispatch lag, sent − scheduled, of every result.
+    pub lag: Dist,
+    /// TTFT measured from the scheduled instant (primary convention).
+    pub ttft_from_scheduled: Dist,
+    /// E2E measured from the scheduled instant.
+    pub e2e_from_scheduled: Dist,
+    /// prompt_tokens − input_length.
+    pub input_fidelity: Fidelity,
+    /// completion_tokens − output_length.
+    pub output_fidelity: Fidelity,
+    /// Σ cached_tokens, and Σ prompt_tokens of the same results.
+    pub cached_tokens: u64,
+    /// See `cached_tokens`.
+    pub cache_prompt_tokens: u64,
+    /// Results that reported cached_tokens.
+    pub cache_reports: u64,
+    /// Output tokens per 1-second bucket (from the run's start), spread
+    /// over each answer's chunks.
+    pub tokens_per_second: Vec<f64>,
+    /// Requests in flight.
+    pub in_flight: InFlight,
+    /// Ok results meeting each SLO, in `Slo::bounds` order, and all of them.
+    pub slo_met: Vec<u64>,
+    /// Ok results meeting every SLO.
+    pub slo_met_all: u64,
+    /// Time series, by window index.
+    pub windows: BTreeMap<i64, Window>,
+}
+
+/// What folding needs besides the result.
+pub struct FoldOptions<'a> {
+    /// Conventions to compute; the first is printed first.
+    pub conventions: &'a [Convention],
+    /// SLOs to test, if any.
+    pub slo: &'a Slo,
+    /// Window width, ms.
+    pub window_ms: Option<f64>,
+}
+
+impl Aggregate {
+    /// Fold one result in. `itl` holds its gaps (already parsed).
+    pub fn add(&mut self, r: &ResultView, itl: &[f64], opts: &FoldOptions) {
+        if r.warmup {
+            self.warmup += 1;
+            return;
+        }
+        self.total += 1;
+        *self.by_status.entry(r.status).or_insert(0) += 1;
+        *self.by_http.entry(r.http_status).or_insert(0) += 1;
+        let end = r.sent_ms + r.e2e_ms.unwrap_or(0.0);
+        self.first_sent_ms = Some(self.first_sent_ms.map_or(r.sent_ms, |f| f.min(r.sent_ms)));
+        self.last_end_ms = Some(self.last_end_ms.map_or(end, |l| l.max(end)));
+        let lag = r.scheduled_ms.map(|s| r.sent_ms - s);
+        if let Some(lag) = lag {
+            self.lag.record(lag);
+        }
+        if let Some(e2e) = r.e2e_ms {
+            self.in_flight.add(r.sent_ms, r.sent_ms + e2e);
+        }
+        let ok = r.status == Status::Ok;
+        if let Some(w) = opts.window_ms {
+            let started = self
+                .windows
+                .entry((r.sent_ms / w).floor() as i64)
+                .or_default();
+            started.started += 1;
+            let ended = self.windows.entry((end / w).floor() as i64).or_default();
+            ended.completed += 1;
+            if ok {
+                ended.output_tokens += r.completion_tokens.unwrap_or(0);
+                if let Some(t) = opts.conventions[0].ttft(r) {
+                    ended.ttft.record(t);
+                }
+                if let Some(e) = r.e2e_ms {
+                    ended.e2e.record(e);
+                }
+            } else {
+                ended.errors += 1;
+            }
+        }
+        if !ok {
+            return;
+        }
+
+        self.input_fidelity.record(r.input_length, r.prompt_tokens);
+        self.output_fidelity
+            .record(r.output_length, r.completion_tokens);
+        if let (Some(c), Some(p)) = (r.cached_tokens, r.prompt_tokens) {
+            self.cached_tokens += c;
+            self.cache_prompt_tokens += p;
+            self.cache_reports += 1;
+        }
+        match r.completion_tokens {
+            Some(t) => self.output_tokens += t,
+            None => self.ok_without_usage += 1,
+        }
+        self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
+
+        for &c in opts.conventions {
+            let d = self.conventions.entry(c).or_default();
+            if let Some(t) = c.ttft(r) {
+                d.ttft.record(t);
+            }
+            if let Some(t) = c.tpot(r) {
+                d.tpot.record(t);
+            }
+            if c == Convention::Guidellm {
+                if let (Some(e2e), Some(ttft), Some(n)) = (r.e2e_ms, r.ttft_ms, r.completion_tokens)
+                {
+                    if n > 1 {
+                        d.itl.record((e2e - ttft) / (n - 1) as f64);
+                    }
+                }
+            } else {
+                for &gap in itl {
+                    d.itl.record(gap);
+                }
+            }
+        }
+        if let Some(e2e) = r.e2e_ms {
+            self.e2e.record(e2e);
+            if let Some(n) = r.completion_tokens {
+                if e2e > 0.0 {
+                    self.tokens_per_s.record(n as f64 / (e2e / 1000.0));
+                }
+            }
+            if let Some(lag) = lag {
+                self.e2e_from_scheduled.record(e2e + lag);
+            }
+        }
+        if let (Some(ttft), Some(lag)) = (opts.conventions[0].ttft(r), lag) {
+            self.ttft_from_scheduled.record(ttft + lag);
+        }
+        self.spread_tokens(r, itl);
+        self.check_slo(r, itl, opts);
+    }
+
+    /// Put each answer's tokens in the seconds they arrived: evenly over its
+    /// content chunks (first at TTFT, then after each gap), or all at the end
+    /// when it was not streamed.
+    fn spread_tokens(&mut self, r: &ResultView, itl: &[f64]) {
+        let Some(tokens) = r.completion_tokens.filter(|&t| t > 0) else {
+            return;
+        };
+        let seconds = &mut self.tokens_per_second;
+        let mut add = |t: f64, n: f64| {
+            let i = (t.max(0.0) / 1000.0) as usize;
+            if i >= seconds.len() {
+                seconds.resize(i + 1, 0.0);
+            }
+            seconds[i] += n;
+        };
+        match r.ttft_ms {
+            Some(ttft) => {
+                let per_chunk = tokens as f64 / (itl.len() + 1) as f64;
+                let mut t = r.sent_ms + ttft;
+                add(t, per_chunk);
+                for gap in itl {
+                    t += gap;
+                    add(t, per_chunk);
+                }
+            }
+            None => add(r.sent_ms + r.e2e_ms.unwrap_or(0.0), tokens as f64),
+        }
+    }
+
+    fn check_slo(&mut self, r: &ResultView, itl: &[f64], opts: &FoldOptions) {
+        if opts.slo.bounds.is_empty() {
+            return;
+        }
+        if self.slo_met.len() < opts.slo.bounds.len() {
+            self.slo_met.resize(opts.slo.bounds.len(), 0);
+        }
+        let c = opts.conventions[0];
+        let mut all = true;
+        for (i, &(metric, bound)) in opts.slo.bounds.iter().enumerate() {
+            let met = match metric {
+                SloMetric::Ttft => c.ttft(r).is_some_and(|v| v <= bound),
+                SloMetric::Tpot => c.tpot(r).is_none_or(|v| v <= bound),
+                SloMetric::Itl => itl.iter().all(|&g| g <= bound),
+                SloMetric::E2e => r.e2e_ms.is_some_and(|v| v <= bound),
+            };
+            self.slo_met[i] += u64::from(met);
+            all &= met;
+        }
+        self.slo_met_all += u64::from(all);
+    }
+
+    /// Fold another group's figures in.
+    pub fn merge(&mut self, o: &Aggregate) {
+        self.total += o.total;
+        self.warmup += o.warmup;
+        for (k, v) in &o.by_status {
+            *self.by_status.entry(*k).or_insert(0) += v;
+        }
+        for (k, v) in &o.by_http {
+            *self.by_http.entry(*k).or_insert(0) += v;
+        }
+        self.first_sent_ms = min_opt(self.first_sent_ms, o.first_sent_ms);
+        self.last_end_ms = match (self.last_end_ms, o.last_end_ms) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.output_tokens += o.output_tokens;
+        self.prompt_tokens += o.prompt_tokens;
+        self.ok_without_usage += o.ok_without_usage;
+        for (k, v) in &o.conventions {
+            self.conventions.entry(*k).or_default().merge(v);
+        }
+        self.e2e.merge(&o.e2e);
+        self.tokens_per_s.merge(&o.tokens_per_s);
+        self.lag.merge(&o.lag);
+        self.ttft_from_scheduled.merge(&o.ttft_from_scheduled);
+        self.e2e_from_scheduled.merge(&o.e2e_from_scheduled);
+        self.input_fidelity.merge(&o.input_fidelity);
+        self.output_fidelity.merge(&o.output_fidelity);
+        self.cached_tokens += o.cached_tokens;
+        self.cache_prompt_tokens += o.cache_prompt_tokens;
+        self.cache_reports += o.cache_reports;
+        if self.tokens_per_second.len() < o.tokens_per_second.len() {
+            self.tokens_per_second
+                .resize(o.tokens_per_second.len(), 0.0);
+        }
+        for (i, v) in o.tokens_per_second.iter().enumerate() {
+            self.tokens_per_second[i] += v;
+        }
+        self.in_flight.merge(&o.in_flight);
+        if self.slo_met.len() < o.slo_met.len() {
+            self.slo_met.resize(o.slo_met.len(), 0);
+        }
+        for (i, v) in o.slo_met.iter().enumerate() {
+            self.slo_met[i] += v;
+        }
+        self.slo_met_all += o.slo_met_all;
+        for (k, v) in &o.windows {
+            self.windows.entry(*k).or_default().merge(v);
+        }
+    }
+
+    /// Ok results.
+    pub fn ok(&self) -> u64 {
+        self.by_status.get(&Status::Ok).copied().unwrap_or(0)
+    }
+
+    /// First send to last completion, seconds.
+    pub fn duration_s(&self) -> Option<f64> {
+        match (self.first_sent_ms, self.last_end_ms) {
+            (Some(a), Some(b)) if b > a => Some((b - a) / 1000.0),
+            _ => None,
+        }
+    }
+
+    /// The busiest second's output tokens.
+    pub fn peak_tokens_per_s(&self) -> Option<f64> {
+        self.tokens_per_second.iter().copied().reduce(f64::max)
+    }
+}
+
+fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_then_histogram() {
+        let mut d = Dist::default();
+        for v in 1..=10 {
+            d.record(v as f64);
+        }
+        let s = d.summary(&[50.0, 90.0, 100.0]).unwrap();
+        assert_eq!(s.percentiles, vec![(50.0, 5.0), (90.0, 9.0), (100.0, 10.0)]);
+        assert_eq!((s.mean, s.min, s.max), (5.5, 1.0, 10.0));
+        // Population std of 1..10: sqrt(8.25).
+        assert!((s.std - 8.25f64.sqrt()).abs() < 1e-12);
+
+        let mut big = Dist::default();
+        for v in 0..(EXACT_LIMIT + 1000) {
+            big.record(v as f64 / 100.0);
+        }
+        assert!(!big.is_exact());
+        let s = big.summary(&[50.0]).unwrap();
+        let want = (EXACT_LIMIT + 1000) as f64 / 200.0;
+        assert!(
+            (s.percentiles[0].1 - want).abs() / want < 0.001,
+            "{}",
+            s.percentiles[0].1
+        );
+    }
+
+    #[test]
+    fn merging_equals_recording_together() {
+        let (mut a, mut b, mut all) = (Dist::default(), Dist::default(), Dist::default());
+        for v in [3.0, 1.0, 7.0] {
+            a.record(v);
+            all.record(v);
+        }
+        for v in [2.0, 9.0] {
+            b.record(v);
+            all.record(v);
+        }
+        a.merge(&b);
+        assert_eq!(a.summary(&[50.0, 99.0]), all.summary(&[50.0, 99.0]));
+    }
+
+    #[test]
+    fn in_flight_peak_survives_coarsening() {
+        let mut f = InFlight::default();
+        f.add(0.0, 10.0);
+        f.add(5.0, 20.0);
+        f.add(30.0, 40.0);
+        assert_eq!(f.peak(), 2);
+        f.add(
+            InFlight::MAX_BUCKETS as f64 * 3.0,
+            InFlight::MAX_BUCKETS as f64 * 3.0 + 1.0,
+        );
+        assert!(f.resolution_ms >= 4.0);
+        assert_eq!(f.peak(), 2);
+    }
+}

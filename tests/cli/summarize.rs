@@ -1,0 +1,410 @@
+//! trace-summarize on `tests/data/results/small.ndjson`, whose figures are
+//! worked out by hand below. The file holds (warmup excluded):
+//!
+//! | # | status | sched | sent | ttft | 1st chunk | e2e  | itl           | tokens (prompt/out) | asked | cached |
+//! |---|--------|-------|------|------|-----------|------|---------------|---------------------|-------|--------|
+//! | 0 | ok     | 0     | 1    | 100  | 80        | 1100 | 250 ×4        | 50 / 11             | 50/11 | 0      |
+//! | 1 | ok     | 100   | 102  | 200  | 150       | 700  | 100, 400      | 40 / 6              | 40/6  | 20     |
+//! | 2 | ok     | 200   | 200  | 300  | 300       | 300  | -             | 30 / 1              | 32/1  | 30     |
+//! | 3 | error  | 300   | 305  | -    | -         | 20   | -             | -                   | 10/5  | -      |
+//! | 4 | timeout| 400   | 400  | -    | -         | -    | -             | -                   | 10/5  | -      |
+//! | 6 | ok     | 500   | 501  | 50   | 40        | 250  | 200           | no usage            | 10/5  | -      |
+//!
+//! Result 5 is a warmup and counts nowhere.
+
+use serde_json::Value;
+
+use crate::util::{Cmd, TestDir, assert_text_eq, data};
+
+fn summarize(args: &[&str]) -> Value {
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "json"])
+        .args(args)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    run.json()
+}
+
+#[track_caller]
+fn close(got: &Value, want: f64) {
+    let g = got
+        .as_f64()
+        .unwrap_or_else(|| panic!("{got} is not a number"));
+    assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
+}
+
+#[test]
+fn counts_duration_and_throughput() {
+    let j = summarize(&[]);
+    assert_eq!(j["convention"], "aiperf");
+    assert_eq!(j["precision"], "exact");
+    let r = &j["requests"];
+    assert_eq!(
+        (r["total"].as_u64(), r["ok"].as_u64(), r["error"].as_u64()),
+        (Some(6), Some(4), Some(1))
+    );
+    assert_eq!(
+        (r["timeout"].as_u64(), r["cancelled"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        (
+            r["warmup_excluded"].as_u64(),
+            r["ok_without_usage"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        j["http_status"],
+        serde_json::json!({"200": 4, "503": 1, "none": 1})
+    );
+    // First send 1 ms; last completion 1 + 1100 = 1101 ms: 1.1 s.
+    close(&j["duration_s"], 1.1);
+    // 4 ok / 1.1 s; 11 + 6 + 1 output tokens; prompt 50 + 40 + 30.
+    close(&j["throughput"]["requests_per_s"], 4.0 / 1.1);
+    assert_eq!(j["output_tokens"], 18);
+    assert_eq!(j["prompt_tokens"], 120);
+    close(&j["throughput"]["output_tokens_per_s"], 18.0 / 1.1);
+    close(&j["throughput"]["total_tokens_per_s"], 138.0 / 1.1);
+}
+
+#[test]
+fn latencies_under_the_default_convention() {
+    let j = summarize(&[]);
+    // TTFT of ok results: 100, 200, 300, 50.
+    let t = &j["ttft"];
+    assert_eq!(t["count"], 4);
+    close(&t["mean"], 162.5);
+    // Deviations -112.5, -62.5, 37.5, 137.5: variance 36875 / 4.
+    close(&t["std"], (36875.0f64 / 4.0).sqrt());
+    close(&t["min"], 50.0);
+    // Nearest rank: p50 = 2nd of 4, p90 = 4th.
+    close(&t["p50"], 100.0);
+    close(&t["p90"], 300.0);
+    close(&t["max"], 300.0);
+    // TPOT: (1100-100)/10 = 100, (700-200)/5 = 100; the 1-token answer and
+    // the answer without usage have none.
+    assert_eq!(j["tpot"]["count"], 2);
+    close(&j["tpot"]["mean"], 100.0);
+    // ITL pooled: 250 ×4, 100, 400, 200 = 1700 / 7.
+    let i = &j["itl"];
+    assert_eq!(i["count"], 7);
+    close(&i["mean"], 1700.0 / 7.0);
+    close(&i["p50"], 250.0);
+    close(&i["p90"], 400.0);
+    // E2E: 1100, 700, 300, 250.
+    close(&j["e2e"]["mean"], 587.5);
+    close(&j["e2e"]["p50"], 300.0);
+    // Tokens per second per request: 11/1.1, 6/0.7, 1/0.3.
+    let tps = &j["output_tokens_per_s_per_request"];
+    assert_eq!(tps["count"], 3);
+    close(&tps["mean"], (10.0 + 6.0 / 0.7 + 1.0 / 0.3) / 3.0);
+    // Lag of every result: 1, 2, 0, 5, 0, 1.
+    let lag = &j["dispatch_lag"];
+    assert_eq!(lag["count"], 6);
+    close(&lag["mean"], 1.5);
+    close(&lag["p50"], 1.0);
+    close(&lag["max"], 5.0);
+}
+
+#[test]
+fn fidelity_cache_and_peaks() {
+    let j = summarize(&[]);
+    // prompt − asked: 0, 0, 30 − 32; completion − asked: 0, 0, 0.
+    let f = &j["input_length_error"];
+    assert_eq!(
+        (f["count"].as_u64(), f["exact"].as_u64()),
+        (Some(3), Some(2))
+    );
+    close(&f["mean"], -2.0 / 3.0);
+    assert_eq!((f["min"].as_i64(), f["max"].as_i64()), (Some(-2), Some(0)));
+    let f = &j["output_length_error"];
+    assert_eq!(
+        (f["count"].as_u64(), f["exact"].as_u64(), f["max"].as_i64()),
+        (Some(3), Some(3), Some(0))
+    );
+    // Cached 0 + 20 + 30 of 50 + 40 + 30 prompt tokens.
+    close(&j["prefix_cache"]["hit_rate"], 50.0 / 120.0);
+    // In flight at 305-325 ms: results 0, 1, 2 and 3.
+    assert_eq!(j["peak"]["in_flight"], 4);
+    // Second 0: 11 tokens over 5 chunks at 101, 351, 601, 851 (4 × 2.2),
+    // 6 over 3 chunks at 302, 402, 802, 1 at 500: 8.8 + 6 + 1.
+    close(&j["peak"]["output_tokens_per_s"], 15.8);
+}
+
+#[test]
+fn other_conventions() {
+    let j = summarize(&["--convention", "vllm"]);
+    assert_eq!(j["convention"], "vllm");
+    // First chunks 80, 150, 300, 40; TPOT (1100-80)/10, (700-150)/5.
+    close(&j["ttft"]["mean"], 142.5);
+    close(&j["ttft"]["p50"], 80.0);
+    close(&j["tpot"]["mean"], 106.0);
+    let j = summarize(&["--convention", "guidellm"]);
+    // TPOT = e2e / tokens: 100, 700/6, 300; ITL = (e2e − ttft)/(n − 1): 100, 100.
+    assert_eq!(j["tpot"]["count"], 3);
+    close(&j["tpot"]["mean"], (100.0 + 700.0 / 6.0 + 300.0) / 3.0);
+    assert_eq!(j["itl"]["count"], 2);
+    close(&j["itl"]["mean"], 100.0);
+    // Both beside the default.
+    let j = summarize(&["--convention", "aiperf,vllm"]);
+    close(&j["ttft"]["mean"], 162.5);
+    close(&j["conventions"]["vllm"]["ttft"]["mean"], 142.5);
+}
+
+#[test]
+fn slo_goodput_and_from_scheduled() {
+    let j = summarize(&["--slo", "ttft=150ms,tpot=100ms", "--from-scheduled"]);
+    // TTFT ≤ 150: results 0 and 6. TPOT ≤ 100: 0 and 1, and 2 and 6 have
+    // none, which meets it. All: 0 and 6. Shares of the 6 requests.
+    let s = &j["slo"];
+    close(&s["met"]["ttft"], 2.0 / 6.0);
+    close(&s["met"]["tpot"], 4.0 / 6.0);
+    close(&s["met"]["all"], 2.0 / 6.0);
+    close(&s["goodput_per_s"], 2.0 / 1.1);
+    close(&s["bounds"]["ttft_ms"], 150.0);
+    // TTFT + lag: 101, 202, 300, 51; E2E + lag: 1101, 702, 300, 251.
+    close(&j["from_scheduled"]["ttft"]["mean"], 654.0 / 4.0);
+    close(&j["from_scheduled"]["e2e"]["mean"], 2354.0 / 4.0);
+}
+
+#[test]
+fn windows_and_groups() {
+    let j = summarize(&["--window", "500ms"]);
+    let w = j["windows"].as_array().unwrap();
+    assert_eq!(w.len(), 3);
+    // Sent before 500 ms: results 0-4; ended: 3 at 325, 4 (no e2e) at 400.
+    assert_eq!(
+        (
+            w[0]["started"].as_u64(),
+            w[0]["completed"].as_u64(),
+            w[0]["errors"].as_u64()
+        ),
+        (Some(5), Some(2), Some(2))
+    );
+    // 500-1000 ms: 6 sent; 1 (802), 2 (500), 6 (751) end: 7 tokens / 0.5 s.
+    assert_eq!(
+        (w[1]["started"].as_u64(), w[1]["completed"].as_u64()),
+        (Some(1), Some(3))
+    );
+    close(&w[1]["output_tokens_per_s"], 14.0);
+    close(&w[1]["ttft_p50"], 200.0);
+    close(&w[1]["e2e_p99"], 700.0);
+    close(&w[2]["output_tokens_per_s"], 22.0);
+
+    let j = summarize(&["--by", "model"]);
+    assert_eq!(j["by"], "model");
+    let g = &j["groups"];
+    // m1: results 0, 2, 6 (all ok); m2: 1 (ok), 3 (error); (none): 4.
+    assert_eq!(g["m1"]["requests"]["ok"], 3);
+    assert_eq!(g["m2"]["requests"]["total"], 2);
+    assert_eq!(g["(none)"]["requests"]["timeout"], 1);
+    close(&g["m1"]["ttft"]["mean"], 150.0);
+    assert_eq!(j["overall"]["requests"]["total"], 6);
+}
+
+#[test]
+fn several_files_are_one_run() {
+    let all = std::fs::read_to_string(data("results/small.ndjson")).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    let dir = TestDir::new("summarize-split");
+    dir.write("a.ndjson", lines[..3].join("\n"));
+    dir.write("b.ndjson.gz", {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(lines[3..].join("\n").as_bytes()).unwrap();
+        enc.finish().unwrap()
+    });
+    let split = dir
+        .cmd("trace-summarize")
+        .args([
+            "--format",
+            "json",
+            "--window",
+            "500ms",
+            "b.ndjson.gz",
+            "a.ndjson",
+        ])
+        .run();
+    split.ok();
+    assert_eq!(split.json(), summarize(&["--window", "500ms"]));
+}
+
+#[test]
+fn csv_rows_append() {
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--by", "status"])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    let mut rdr = csv::Reader::from_reader(run.stdout.as_slice());
+    let header = rdr.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    assert_eq!(&header[0], "group");
+    let groups: Vec<&str> = rows.iter().map(|r| &r[0]).collect();
+    assert_eq!(groups, vec!["all", "error", "ok", "timeout"]);
+    assert_eq!(&rows[0][col("requests.total")], "6");
+    assert_eq!(&rows[0][col("ttft.p50")], "100.0");
+    assert_eq!(&rows[2][col("requests.ok")], "4");
+    // A figure with no value is an empty cell.
+    assert_eq!(&rows[1][col("ttft.mean")], "");
+    let again = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--no-header"])
+        .arg(data("results/small.ndjson"))
+        .run();
+    again.ok();
+    assert_eq!(again.lines().len(), 1);
+    assert!(
+        again.lines()[0].starts_with("all,aiperf,exact,6,4,1,1,0,1,1,"),
+        "{}",
+        again.lines()[0]
+    );
+}
+
+#[test]
+fn fail_if_gates() {
+    let run = Cmd::new("trace-summarize")
+        .args([
+            "--format",
+            "json",
+            "--fail-if",
+            "ttft.p99>250ms",
+            "--fail-if",
+            "requests.error>0",
+            "--fail-if",
+            "e2e.max<2s",
+        ])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.code(1);
+    assert_eq!(
+        run.stderr,
+        "trace-summarize: warning: threshold crossed: ttft.p99 is 300 (--fail-if 'ttft.p99>250ms')\n\
+         trace-summarize: warning: threshold crossed: requests.error is 1 (--fail-if 'requests.error>0')\n\
+         trace-summarize: warning: threshold crossed: e2e.max is 1100 (--fail-if 'e2e.max<2s')\n"
+    );
+    let run = Cmd::new("trace-summarize")
+        .args([
+            "--fail-if",
+            "ttft.p99<=0.3s",
+            "--fail-if",
+            "throughput.requests_per_s>=3",
+        ])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.code(1);
+    let run = Cmd::new("trace-summarize")
+        .args([
+            "--fail-if",
+            "ttft.p99>300ms",
+            "--fail-if",
+            "requests.cancelled!=0",
+        ])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+}
+
+#[test]
+fn edge_cases_of_results() {
+    let dir = TestDir::new("summarize-edges");
+    // Only failures: no latency figures, no throughput over a zero span.
+    dir.write(
+        "failed.ndjson",
+        "{\"sent_ms\":5,\"scheduled_ms\":5,\"status\":\"error\",\"http_status\":500,\"e2e_ms\":null}\n",
+    );
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--format", "json", "failed.ndjson"])
+        .run();
+    run.ok();
+    let j = run.json();
+    assert_eq!(j["ttft"]["count"], 0);
+    assert_eq!(j["ttft"]["p99"], Value::Null);
+    assert_eq!(j["duration_s"], Value::Null);
+    assert_eq!(j["throughput"]["requests_per_s"], Value::Null);
+    // A null figure crosses any threshold on it.
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--fail-if", "ttft.p99>1s", "failed.ndjson"])
+        .run();
+    run.code(1);
+    assert!(
+        run.stderr.contains("ttft.p99 has no value"),
+        "{}",
+        run.stderr
+    );
+    // No input at all.
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "json"])
+        .stdin("")
+        .run();
+    run.ok();
+    assert_eq!(run.json()["requests"]["total"], 0);
+}
+
+#[test]
+fn table_for_people() {
+    let dir = TestDir::new("summarize-table");
+    dir.write(
+        "r.ndjson",
+        concat!(
+            r#"{"sent_ms":0,"scheduled_ms":0,"ttft_ms":10,"first_chunk_ms":10,"e2e_ms":40,"itl_ms":[10,20],"prompt_tokens":7,"completion_tokens":4,"status":"ok","http_status":200}"#, "\n",
+            r#"{"sent_ms":1000,"scheduled_ms":1000,"ttft_ms":30,"first_chunk_ms":30,"e2e_ms":1000,"itl_ms":[],"prompt_tokens":3,"completion_tokens":1,"status":"ok","http_status":200}"#, "\n",
+        ),
+    );
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--percentiles", "50,99.9", "r.ndjson"])
+        .run();
+    run.ok();
+    // Duration 0 → 2000 ms; 5 output and 10 prompt tokens. TPOT (40-10)/3.
+    // Tokens per second: 4 at 0.01, 0.02, 0.04 s (second 0), 1 at 1.03 s.
+    // Per request: 4 / 0.04 s = 100 and 1 / 1 s = 1: mean 50.5, std 49.5.
+    assert_text_eq(
+        "\
+trace-summarize: 2 requests: 2 ok, 0 error, 0 timeout, 0 cancelled (HTTP 200: 2)
+convention aiperf: TTFT at the first content chunk; TPOT = (E2E - TTFT) / (output tokens - 1); ITL = gaps between content chunks
+percentiles exact (nearest rank); warmup results excluded (0)
+
+duration                 2 s
+request throughput       1 requests/s
+output token throughput  2.5 tokens/s (5 tokens)
+total token throughput   7.5 tokens/s (10 prompt tokens)
+peak output tokens/s     4 (1 s buckets)
+peak requests in flight  1
+
+latency (ms)  count  mean  std  min  p50  p99.9   max
+TTFT              2    20   10   10   10     30    30
+TPOT              1    10    0   10   10     10    10
+ITL               2    15    5   10   10     20    20
+E2E               2   520  480   40   40   1000  1000
+dispatch lag      2     0    0    0    0      0     0
+
+output tokens/s  count  mean   std  min  p50  p99.9  max
+per request          2  50.5  49.5    1    1    100  100
+",
+        &run.stdout_str(),
+    );
+    let md = dir
+        .cmd("trace-summarize")
+        .args(["--format", "markdown", "r.ndjson"])
+        .run();
+    md.ok();
+    assert!(
+        md.stdout_str().contains("| TTFT         |     2 |   20 |"),
+        "{}",
+        md.stdout_str()
+    );
+    assert!(
+        md.stdout_str()
+            .starts_with("### trace-summarize: 2 requests")
+    );
+}
