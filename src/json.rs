@@ -88,6 +88,7 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
 pub(crate) fn string(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
+        i = skip_plain(b, i);
         match *b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => match *b.get(i + 1)? {
@@ -106,6 +107,30 @@ pub(crate) fn string(b: &[u8], mut i: usize) -> Option<usize> {
             _ => i += 1,
         }
     }
+}
+
+/// Skip, eight bytes at a time, string bytes that need no attention: the
+/// scan stops at the first quote, backslash or control character, where the
+/// byte loop takes over.
+fn skip_plain(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let special = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (x.wrapping_sub(ONES * 0x20) & !x);
+        let special = special & HIGH;
+        if special != 0 {
+            // The lowest flagged byte is a true hit: false alarms only
+            // happen above one.
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
 }
 
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`; numbers with an exponent are left to

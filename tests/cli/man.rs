@@ -11,6 +11,7 @@ fn tools() -> Vec<(&'static str, clap::Command)> {
         ("trace-validate", tracekit::validate::Args::command()),
         ("trace-slice", tracekit::slice::Args::command()),
         ("trace-rescale", tracekit::rescale::Args::command()),
+        ("trace-summarize", tracekit::summarize::Args::command()),
     ]
 }
 
