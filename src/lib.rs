@@ -16,5 +16,6 @@ pub mod result;
 pub mod slice;
 pub mod stats;
 pub mod summarize;
+pub mod synth;
 pub mod tokenizer;
 pub mod validate;

@@ -6,5 +6,6 @@ mod pipes;
 mod rescale;
 mod slice;
 mod summarize;
+mod synth;
 mod util;
 mod validate;

@@ -12,6 +12,7 @@ fn tools() -> Vec<(&'static str, clap::Command)> {
         ("trace-slice", tracekit::slice::Args::command()),
         ("trace-rescale", tracekit::rescale::Args::command()),
         ("trace-summarize", tracekit::summarize::Args::command()),
+        ("trace-synth", tracekit::synth::Args::command()),
     ]
 }
 

@@ -17,6 +17,7 @@ pub fn bin(name: &str) -> PathBuf {
         "trace-slice" => env!("CARGO_BIN_EXE_trace-slice"),
         "trace-rescale" => env!("CARGO_BIN_EXE_trace-rescale"),
         "trace-summarize" => env!("CARGO_BIN_EXE_trace-summarize"),
+        "trace-synth" => env!("CARGO_BIN_EXE_trace-synth"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(path)

@@ -1,0 +1,127 @@
+use serde_json::Value;
+
+use crate::util::{Cmd, data};
+use tracekit::tokenizer::Tokenizer;
+
+/// The first `n` records of the Mooncake conversation trace.
+fn conversation(n: usize) -> String {
+    let text = std::fs::read_to_string(data("conversation_trace.jsonl")).unwrap();
+    text.lines().take(n).map(|l| format!("{l}\n")).collect()
+}
+
+fn synth(args: &[&str], input: &str) -> Vec<Value> {
+    let run = Cmd::new("trace-synth").args(args).stdin(input).run();
+    run.ok();
+    run.json_lines()
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v["hash_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn prompts_have_exactly_input_length_tokens_and_share_prefixes() {
+    let input = conversation(60);
+    let originals: Vec<Value> = input
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for name in ["o200k_base", "r50k_base"] {
+        let tok = Tokenizer::load(name).unwrap();
+        let out = synth(&["--tokenizer", name], &input);
+        assert_eq!(out.len(), originals.len());
+        let tokens: Vec<Vec<u32>> = out
+            .iter()
+            .map(|r| tok.encode(r["text_input"].as_str().unwrap()).unwrap())
+            .collect();
+        for ((o, r), t) in originals.iter().zip(&out).zip(&tokens) {
+            let len = o["input_length"].as_u64().unwrap();
+            assert_eq!(t.len() as u64, len, "{name}");
+            assert_eq!(r["observed"]["prompt_tokens"], o["input_length"]);
+            assert!(r.get("input_length").is_none() && r.get("hash_ids").is_none());
+            assert_eq!(r["output_length"], o["output_length"]);
+        }
+        // Every pair: equal leading ids ⇒ equal leading tokens; the first
+        // differing block differs.
+        for i in 0..originals.len() {
+            for j in 0..i {
+                let (a, b) = (ids(&originals[i]), ids(&originals[j]));
+                let k = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                let shared = (k * 512).min(tokens[i].len()).min(tokens[j].len());
+                assert_eq!(tokens[i][..shared], tokens[j][..shared]);
+                if k < a.len() && k < b.len() {
+                    let end = ((k + 1) * 512).min(tokens[i].len()).min(tokens[j].len());
+                    assert_ne!(tokens[i][k * 512..end], tokens[j][k * 512..end]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_prompts_other_seed_other_prompts() {
+    let input = conversation(5);
+    let a = synth(&[], &input);
+    assert_eq!(a, synth(&[], &input));
+    assert_ne!(a, synth(&["--seed", "7"], &input));
+}
+
+#[test]
+fn messages_and_token_ids_forms() {
+    let input = conversation(3);
+    let m = synth(&["--format", "messages"], &input);
+    let t = synth(&[], &input);
+    assert_eq!(m[0]["messages"][0]["role"], "user");
+    assert_eq!(m[0]["messages"][0]["content"], t[0]["text_input"]);
+    let ids = synth(&["--token-ids"], &input);
+    let tok = Tokenizer::load("o200k_base").unwrap();
+    let want: Vec<Value> = tok
+        .encode(t[1]["text_input"].as_str().unwrap())
+        .unwrap()
+        .into_iter()
+        .map(Value::from)
+        .collect();
+    assert_eq!(ids[1]["prompt_token_ids"].as_array().unwrap(), &want);
+    // What synth writes is a valid canonical trace.
+    let text: String = ids.iter().map(|v| format!("{v}\n")).collect();
+    Cmd::new("trace-validate")
+        .arg("--check")
+        .stdin(text)
+        .run()
+        .ok();
+}
+
+#[test]
+fn records_with_a_prompt_pass_through_byte_identical() {
+    let input = "{\"timestamp\": 1.50, \"text_input\": \"hi\", \"output_length\": 3}\n";
+    let run = Cmd::new("trace-synth").stdin(input).run();
+    run.ok();
+    assert_eq!(run.stdout_str(), input);
+}
+
+#[test]
+fn wrong_block_count_names_record_and_hints_block_size() {
+    let input = "{\"timestamp\":0,\"input_length\":600,\"output_length\":1,\"hash_ids\":[1]}\n";
+    let run = Cmd::new("trace-synth").stdin(input).run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-synth: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs \
+         ceil(600 / 512) = 2; if the trace uses another block size, give --block-size\n"
+    );
+    let run = Cmd::new("trace-synth")
+        .args(["--tokenizer", "no/such/tokenizer.json"])
+        .stdin(input)
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr.contains("no/such/tokenizer.json"),
+        "{}",
+        run.stderr
+    );
+}
