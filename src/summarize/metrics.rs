@@ -544,11 +544,15 @@ impl Aggregate {
         *self.by_status.entry(r.status).or_insert(0) += 1;
         *self.by_http.entry(r.http_status).or_insert(0) += 1;
         let end = r.sent_ms + r.e2e_ms.unwrap_or(0.0);
-        self.first_sent_ms = Some(self.first_sent_ms.map_or(r.sent_ms, |f| f.min(r.sent_ms)));
-        self.last_end_ms = Some(self.last_end_ms.map_or(end, |l| l.max(end)));
+        // A cancelled request may never have been sent: its times are
+        // those of the interruption, not of a request.
         let lag = r.scheduled_ms.map(|s| r.sent_ms - s);
-        if let Some(lag) = lag {
-            self.lag.record(lag);
+        if r.status != Status::Cancelled {
+            self.first_sent_ms = Some(self.first_sent_ms.map_or(r.sent_ms, |f| f.min(r.sent_ms)));
+            self.last_end_ms = Some(self.last_end_ms.map_or(end, |l| l.max(end)));
+            if let Some(lag) = lag {
+                self.lag.record(lag);
+            }
         }
         if let Some(e2e) = r.e2e_ms {
             self.in_flight.add(r.sent_ms, r.sent_ms + e2e);

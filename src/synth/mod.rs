@@ -10,7 +10,7 @@
 
 mod cmd;
 
-pub use cmd::{Args, run};
+pub use cmd::{Args, run, synthesizer};
 
 use crate::error::{Error, FieldError, Result};
 use crate::hash::{mix, stable_hash};

@@ -3,7 +3,9 @@
 mod golden;
 mod man;
 mod pipes;
+mod replay;
 mod rescale;
+mod servers;
 mod slice;
 mod summarize;
 mod synth;

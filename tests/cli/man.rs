@@ -13,6 +13,8 @@ fn tools() -> Vec<(&'static str, clap::Command)> {
         ("trace-rescale", tracekit::rescale::Args::command()),
         ("trace-summarize", tracekit::summarize::Args::command()),
         ("trace-synth", tracekit::synth::Args::command()),
+        ("trace-replay", tracekit::replay::Args::command()),
+        ("trace-sim", tracekit::sim::Args::command()),
     ]
 }
 

@@ -18,6 +18,8 @@ pub fn bin(name: &str) -> PathBuf {
         "trace-rescale" => env!("CARGO_BIN_EXE_trace-rescale"),
         "trace-summarize" => env!("CARGO_BIN_EXE_trace-summarize"),
         "trace-synth" => env!("CARGO_BIN_EXE_trace-synth"),
+        "trace-replay" => env!("CARGO_BIN_EXE_trace-replay"),
+        "trace-sim" => env!("CARGO_BIN_EXE_trace-sim"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(path)

@@ -1,0 +1,419 @@
+//! One request: send, read the answer chunk by chunk, measure.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::request::Prepared;
+use super::sse::SseParser;
+use crate::result::{ResultRecord, Status};
+
+/// Everything a request needs besides its body.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub client: reqwest::Client,
+    pub url: String,
+    pub headers: reqwest::header::HeaderMap,
+    pub timeout: Option<Duration>,
+}
+
+/// What a response has shown so far; kept outside the request's future so
+/// that a timeout keeps the partial timings.
+#[derive(Debug, Default)]
+pub struct Measure {
+    pub http_status: Option<u16>,
+    pub first_chunk_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub last_content_ms: Option<f64>,
+    pub itl_ms: Vec<f64>,
+    pub e2e_ms: Option<f64>,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub finish_reason: Option<String>,
+    pub error: Option<String>,
+    pub done: bool,
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+impl Measure {
+    /// Take the figures of one JSON answer object (a chunk or a whole body).
+    fn take_object(&mut self, v: &Value, at_ms: f64, whole_body: bool) {
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            self.error.get_or_insert(one_line(&msg));
+        }
+        if let Some(choices) = v.get("choices").and_then(Value::as_array) {
+            if self.first_chunk_ms.is_none() {
+                self.first_chunk_ms = Some(at_ms);
+            }
+            let mut content = false;
+            for c in choices {
+                content |= has_content(c);
+                if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
+                    self.finish_reason = Some(f.to_string());
+                }
+            }
+            if content || whole_body {
+                match self.last_content_ms {
+                    None => self.ttft_ms = Some(at_ms),
+                    Some(last) => self.itl_ms.push(at_ms - last),
+                }
+                self.last_content_ms = Some(at_ms);
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+            self.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+            self.cached_tokens = u
+                .pointer("/prompt_tokens_details/cached_tokens")
+                .and_then(Value::as_u64);
+        }
+    }
+
+    /// One SSE event's data.
+    fn take_event(&mut self, data: &[u8], at_ms: f64) {
+        let data = trim(data);
+        if data == b"[DONE]" {
+            self.done = true;
+            return;
+        }
+        if data.is_empty() {
+            return;
+        }
+        match serde_json::from_slice::<Value>(data) {
+            Ok(v) => self.take_object(&v, at_ms, false),
+            Err(_) => {
+                let shown = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
+                self.error
+                    .get_or_insert(format!("malformed SSE event: {}", one_line(&shown)));
+            }
+        }
+    }
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+/// Non-empty text, reasoning or tool call, in a chat delta or message, or
+/// completions text.
+fn has_content(choice: &Value) -> bool {
+    let nonempty = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    if nonempty(choice.get("text")) {
+        return true;
+    }
+    let Some(d) = choice.get("delta").or_else(|| choice.get("message")) else {
+        return false;
+    };
+    ["content", "reasoning_content", "reasoning", "tool_calls"]
+        .iter()
+        .any(|k| nonempty(d.get(*k)))
+}
+
+/// A message on one line, short, for the `error` field.
+pub fn one_line(msg: &str) -> String {
+    let mut s: String = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.len() > 300 {
+        let mut cut = 300;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// The failure of a request that never got a response, described without
+/// the URL's credentials (reqwest's text may hold the URL).
+fn describe(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    let kind = if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "response cut off"
+    } else {
+        "request failed"
+    };
+    match parts.last() {
+        Some(root) => one_line(&format!("{kind}: {root}")),
+        None => kind.to_string(),
+    }
+}
+
+/// A pooled connection the server had closed: nothing of the request
+/// reached it, so sending again is safe.
+fn stale_connection(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() {
+        return false;
+    }
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if text.contains("connection closed before message completed")
+            || text.contains("operation was canceled")
+            || text.contains("connection was not ready")
+        {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
+async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measure) {
+    let mut attempt = 0;
+    let response = loop {
+        let r = target
+            .client
+            .post(&target.url)
+            .headers(target.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(req.body.clone())
+            .send()
+            .await;
+        match r {
+            Ok(resp) => break resp,
+            Err(e) if attempt == 0 && stale_connection(&e) => attempt += 1,
+            Err(e) => {
+                m.error = Some(describe(&e));
+                return;
+            }
+        }
+    };
+    let status = response.status();
+    m.http_status = Some(status.as_u16());
+    let sse = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut body = response.bytes_stream();
+    let mut parser = SseParser::default();
+    let mut whole = Vec::new();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(bytes) => {
+                let at = ms_since(sent);
+                if sse && status.is_success() {
+                    parser.feed(&bytes, |d| m.take_event(d, at));
+                } else {
+                    whole.extend_from_slice(&bytes);
+                }
+            }
+            Err(e) => {
+                m.e2e_ms = Some(ms_since(sent));
+                m.error = Some(describe(&e));
+                return;
+            }
+        }
+    }
+    let end = ms_since(sent);
+    m.e2e_ms = Some(end);
+    if sse && status.is_success() {
+        parser.finish(|d| m.take_event(d, end));
+        if !m.done && m.error.is_none() {
+            m.error = Some("stream ended without [DONE]".into());
+        }
+        return;
+    }
+    match serde_json::from_slice::<Value>(&whole) {
+        Ok(v) => m.take_object(&v, end, status.is_success()),
+        Err(_) if status.is_success() => {
+            m.error = Some("the response body is not JSON".into());
+        }
+        Err(_) => {}
+    }
+    if !status.is_success() {
+        let detail = m
+            .error
+            .take()
+            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&whole[..whole.len().min(200)])));
+        m.error = Some(if detail.is_empty() {
+            format!("HTTP {}", status.as_u16())
+        } else {
+            format!("HTTP {}: {detail}", status.as_u16())
+        });
+    }
+}
+
+/// The skeleton of a request's result: everything known before sending.
+pub fn skeleton(
+    req: &Prepared,
+    scheduled_ms: f64,
+    sent_ms: f64,
+    start_time: String,
+) -> ResultRecord {
+    ResultRecord {
+        index: req.index,
+        id: req.id.clone(),
+        session_id: req.session_id.clone(),
+        model: req.model.clone(),
+        scheduled_ms,
+        sent_ms,
+        start_time,
+        input_length: req.input_length,
+        output_length: req.output_length,
+        status: Status::Cancelled,
+        ..ResultRecord::default()
+    }
+}
+
+/// How a request's exchange ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The answer completed, or failed on its own.
+    Finished,
+    /// `--timeout` ran out first.
+    TimedOut,
+    /// The run was stopped first.
+    Cancelled,
+}
+
+/// Send one request and measure it; never fails: every outcome is a result.
+/// `cancel` completes when the run stops; the partial timings are kept.
+pub async fn send(
+    target: &Target,
+    req: &Prepared,
+    mut result: ResultRecord,
+    sent: Instant,
+    cancel: impl std::future::Future<Output = ()>,
+) -> ResultRecord {
+    let mut m = Measure::default();
+    let ending = {
+        let exchange = exchange(target, req, sent, &mut m);
+        let limited = async {
+            match target.timeout {
+                Some(d) => match tokio::time::timeout(d, exchange).await {
+                    Ok(()) => Ending::Finished,
+                    Err(_) => Ending::TimedOut,
+                },
+                None => {
+                    exchange.await;
+                    Ending::Finished
+                }
+            }
+        };
+        tokio::select! {
+            ending = limited => ending,
+            () = cancel => Ending::Cancelled,
+        }
+    };
+    fill(&mut result, m, ending);
+    result
+}
+
+/// Copy the measurements into the result and decide its status.
+pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
+    result.http_status = m.http_status;
+    result.first_chunk_ms = m.first_chunk_ms.map(round_us);
+    result.ttft_ms = m.ttft_ms.map(round_us);
+    result.itl_ms = m.itl_ms.into_iter().map(round_us).collect();
+    result.e2e_ms = m.e2e_ms.map(round_us);
+    result.prompt_tokens = m.prompt_tokens;
+    result.completion_tokens = m.completion_tokens;
+    result.cached_tokens = m.cached_tokens;
+    result.finish_reason = m.finish_reason;
+    let http_ok = m.http_status.is_some_and(|s| (200..300).contains(&s));
+    (result.status, result.error) = if ending == Ending::Cancelled {
+        (
+            Status::Cancelled,
+            Some("the run stopped before the answer completed".into()),
+        )
+    } else if ending == Ending::TimedOut {
+        (
+            Status::Timeout,
+            Some("no complete answer within --timeout".into()),
+        )
+    } else if let Some(e) = m.error {
+        (Status::Error, Some(e))
+    } else if !http_ok {
+        (Status::Error, Some("no response".into()))
+    } else {
+        (Status::Ok, None)
+    };
+}
+
+/// Milliseconds rounded to the microsecond, so results stay short.
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(stream: &[u8]) -> Measure {
+        let mut m = Measure::default();
+        let mut p = SseParser::default();
+        let mut t = 0.0;
+        for chunk in stream.chunks(7) {
+            t += 1.0;
+            p.feed(chunk, |d| m.take_event(d, t));
+        }
+        p.finish(|d| m.take_event(d, t));
+        m
+    }
+
+    #[test]
+    fn chat_stream_timings_usage_and_finish() {
+        let stream = b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"1\"}]}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n\
+data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n\
+data: [DONE]\n\n";
+        let m = feed_all(stream);
+        assert!(m.first_chunk_ms.unwrap() < m.ttft_ms.unwrap());
+        assert_eq!(m.itl_ms.len(), 2);
+        assert_eq!(
+            (m.prompt_tokens, m.completion_tokens, m.cached_tokens),
+            (Some(5), Some(3), Some(2))
+        );
+        assert_eq!(m.finish_reason.as_deref(), Some("stop"));
+        assert!(m.done && m.error.is_none());
+    }
+
+    #[test]
+    fn error_events_and_malformed_data_become_errors() {
+        let m =
+            feed_all(b"data: {\"error\":{\"message\":\"out of\\nmemory\"}}\n\ndata: [DONE]\n\n");
+        assert_eq!(m.error.as_deref(), Some("out of memory"));
+        let m = feed_all(b"data: {not json\n\n");
+        assert_eq!(m.error.as_deref(), Some("malformed SSE event: {not json"));
+    }
+}

@@ -1,0 +1,1104 @@
+//! trace-replay: send each record to an OpenAI-compatible server on
+//! schedule, and write one result line per request.
+//!
+//! Four threads share the work, so that nothing slow sits on the send path:
+//! a reader parses records and builds their bodies (synthesizing prompts)
+//! ahead of time; a dispatcher sleeps until each request is due, spins the
+//! last fraction of a millisecond and hands the request to the tokio
+//! runtime; the runtime's tasks send and measure; a writer prints each
+//! result as it arrives and flushes it. Every record the run takes on ends
+//! as exactly one result: the tasks always return one, and the dispatcher
+//! writes `cancelled` results for what it never sent.
+
+pub mod clock;
+pub mod exchange;
+pub mod request;
+pub mod schedule;
+pub mod sse;
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Parser;
+use serde_json::{Map, Value, json};
+
+use self::exchange::{Target, round_us, skeleton};
+use self::request::{BodyOptions, Endpoint, PrepareError, Prepared, PromptSource};
+use self::schedule::{Pace, Schedule};
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
+use crate::error::{Error, Result};
+use crate::io::{self, InputSpec, Lines, Output};
+use crate::record::{DEFAULT_BLOCK_SIZE, Record};
+use crate::result::{ResultRecord, Status};
+use crate::summarize::metrics::Dist;
+use crate::synth::{DEFAULT_SEED, Synthesizer};
+
+const EXAMPLES: &str = "\
+Exit status: 0 when the run ended (even if requests failed: their results
+say so; gate on them with trace-summarize --fail-if), 2 on trouble (bad
+usage, unreadable input, a malformed record), 130 when interrupted by Ctrl-C
+after every result was written.
+
+Examples:
+  A demo with the built-in simulated server:
+    trace-replay --sim trace.jsonl | trace-summarize
+
+  A vLLM server, exact output lengths, results kept:
+    trace-replay --url http://127.0.0.1:8000 --model meta-llama/Llama-3.1-8B \\
+        --ignore-eos trace.jsonl | tee results.ndjson | trace-summarize
+
+  Ten minutes of production logs at twice the speed, at most 64 in flight:
+    trace-convert --from litellm logs.json | trace-slice --to 10m \\
+      | trace-rescale --speed 2 \\
+      | trace-replay --url http://gpu-1:8000 --max-concurrency 64 > results.ndjson
+
+  A capacity test: 32 closed-loop workers, 5 minutes:
+    trace-replay --url http://127.0.0.1:8000 --concurrency 32 --duration 5m trace.jsonl
+
+  Check what would be sent, without sending:
+    trace-replay --dry-run trace.jsonl | head";
+
+/// Records read ahead of the schedule (bodies built, prompts synthesized).
+const READ_AHEAD: usize = 1024;
+
+/// The dispatcher sleeps until this long before a request is due, then
+/// spins: a sleeping thread wakes tens of microseconds late.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// Send each trace record to an OpenAI-compatible server at its timestamp.
+///
+/// Record i is sent at run start + (timestamp_i − timestamp_0), whatever
+/// earlier requests are doing (open loop: no coordinated omission). A later
+/// turn of a session with `delay` is sent `delay` ms after the previous turn
+/// of its session completed. Each response is read chunk by chunk and one
+/// result line (JSON) per request is written and flushed as it completes:
+/// times of the first chunk and first content, the gaps between chunks, the
+/// server's token counts, the status. Records without a prompt get one
+/// synthesized from `input_length` and `hash_ids` before they are due.
+///
+/// Every record taken on yields exactly one result, whatever the server
+/// does. Ctrl-C stops sending, waits --grace for requests in flight, writes
+/// `cancelled` results for the rest (and for the records left in the
+/// input), and exits 130; a second Ctrl-C cancels at once.
+#[derive(Parser, Debug)]
+#[command(name = "trace-replay", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Base URL of the server (`http://host:port`; a trailing `/v1` is
+    /// fine; a URL ending in `/completions` is used as it is).
+    #[arg(long, value_name = "URL", required_unless_present_any = ["sim", "dry_run"])]
+    pub url: Option<String>,
+
+    /// Start a simulated server (see trace-sim) in-process on a free
+    /// loopback port, and replay against it.
+    #[arg(long, conflicts_with = "url")]
+    pub sim: bool,
+
+    /// API to call: `/v1/chat/completions` or `/v1/completions`.
+    #[arg(long, value_enum, default_value = "chat")]
+    pub endpoint: Endpoint,
+
+    /// Model to name in requests; a record's own `model` wins.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// Environment variable holding the API key, sent as a bearer token.
+    /// The key is never printed nor written to results.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+
+    /// Extra HTTP header, `Name: value`; repeatable.
+    #[arg(long = "header", value_name = "'K: V'")]
+    pub headers: Vec<String>,
+
+    /// JSON object merged into every request body; a record's `extra` wins.
+    #[arg(long, value_name = "JSON")]
+    pub extra: Option<String>,
+
+    /// Ask for whole answers instead of streams (no TTFT nor ITL then).
+    #[arg(long)]
+    pub no_stream: bool,
+
+    /// Give up on a request after this long (status `timeout`).
+    #[arg(long, value_name = "D", default_value = "10m", value_parser = crate::duration::parse_ms_arg)]
+    pub timeout: f64,
+
+    /// Send `ignore_eos: true` (vLLM, SGLang) so answers have exactly
+    /// `output_length` tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+
+    /// Send `min_tokens` = `output_length` (vLLM).
+    #[arg(long)]
+    pub min_tokens: bool,
+
+    /// At most N requests in flight; a due request waits for a free slot
+    /// and the wait shows as dispatch lag.
+    #[arg(long, value_name = "N", value_parser = cli::positive_u64, conflicts_with = "concurrency")]
+    pub max_concurrency: Option<u64>,
+
+    /// Ignore timestamps: N closed-loop workers, each sending its next
+    /// request when the previous one completed.
+    #[arg(long, value_name = "N", value_parser = cli::positive_u64)]
+    pub concurrency: Option<u64>,
+
+    /// Replay only the first N records (after the warmup ones).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+
+    /// Stop sending after this long; records due later are left out.
+    #[arg(long, value_name = "D", value_parser = crate::duration::parse_ms_arg)]
+    pub duration: Option<f64>,
+
+    /// Send the first N records first, wait for their answers, then start
+    /// the run; their results are marked `"warmup": true`.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u64,
+
+    /// Start the run at this wall-clock time (RFC 3339), so that shards on
+    /// several machines start together.
+    #[arg(long, value_name = "TIME", value_parser = clock::parse_rfc3339)]
+    pub start_at: Option<SystemTime>,
+
+    /// Print the schedule (one JSON line per request) and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// After the first Ctrl-C, wait this long for requests in flight.
+    #[arg(long, value_name = "D", default_value = "5s", value_parser = crate::duration::parse_ms_arg)]
+    pub grace: f64,
+
+    /// Use HTTP/2 without TLS (h2c prior knowledge). Over https, HTTP/2 is
+    /// used whenever the server offers it.
+    #[arg(long)]
+    pub http2: bool,
+
+    /// No progress nor notes on standard error (the final line is still
+    /// printed).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Tokenizer for synthesized prompts (see trace-synth).
+    #[arg(long, value_name = "NAME|FILE", default_value = crate::tokenizer::DEFAULT)]
+    pub tokenizer: String,
+
+    /// Seed of synthesized prompts (see trace-synth).
+    #[arg(long, value_name = "S", default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// Tokens per `hash_ids` block, for traces that are not canonical.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE, value_parser = cli::positive_u64)]
+    pub block_size: u64,
+
+    #[command(flatten)]
+    pub skip_invalid: SkipArgs,
+}
+
+/// The synthesizer, loaded on first need.
+struct LazyPrompts<'a> {
+    args: &'a Args,
+    synth: Option<Synthesizer>,
+}
+
+impl PromptSource for LazyPrompts<'_> {
+    fn synthesizer(&mut self) -> Result<&Synthesizer> {
+        if self.synth.is_none() {
+            let s = crate::synth::synthesizer(
+                &self.args.tokenizer,
+                self.args.seed,
+                self.args.block_size,
+                None,
+            )?;
+            self.synth = Some(s);
+        }
+        Ok(self.synth.as_ref().expect("just set"))
+    }
+}
+
+/// What the reader hands the dispatcher.
+enum Read {
+    /// A request ready to send.
+    Ready(Prepared),
+    /// A record read after the run was stopped: only its labels.
+    Unsent(Prepared),
+    /// A record that stops the run.
+    Failed(Error),
+}
+
+/// What the runtime's tasks and the signal handler tell the dispatcher.
+enum Control {
+    /// A request completed.
+    Done {
+        session: Option<String>,
+        at: Instant,
+        lag_ms: f64,
+        warmup: bool,
+    },
+    /// Stop sending (Ctrl-C, or the output closed).
+    Stop,
+}
+
+/// Counters for progress and the final line.
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    done: AtomicU64,
+    ok: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+    cancelled: AtomicU64,
+    /// Last dispatch lag, µs.
+    lag_us: AtomicU64,
+}
+
+/// State every thread shares.
+struct Shared {
+    counters: Counters,
+    /// Set by Ctrl-C or a closed output: no more requests are sent.
+    stopping: AtomicBool,
+    /// The output could not be written (a closed pipe).
+    output_closed: AtomicBool,
+    /// Tells tasks in flight to give up.
+    cancel: tokio::sync::watch::Sender<bool>,
+    control: Sender<Control>,
+}
+
+impl Shared {
+    fn stop(&self) {
+        if !self.stopping.swap(true, Ordering::SeqCst) {
+            let _ = self.control.send(Control::Stop);
+        }
+    }
+}
+
+/// Run trace-replay.
+pub fn run(args: &Args) -> Result<Outcome> {
+    let inputs = io::input_specs(&args.input.files)?;
+    let opts = body_options(args)?;
+    if args.dry_run {
+        return dry_run(args, &inputs, &opts);
+    }
+    let headers = headers(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
+    let base = match (&args.url, args.sim) {
+        (Some(url), _) => url.clone(),
+        (None, true) => {
+            let server = runtime.block_on(crate::sim::start(
+                "127.0.0.1",
+                0,
+                crate::sim::SimOptions::default(),
+            ))?;
+            if !args.quiet {
+                cli::note(format!("simulated server at {}", server.url));
+            }
+            server.url
+        }
+        (None, false) => return Err(Error::usage("give --url URL, or --sim")),
+    };
+    let mut client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(usize::MAX)
+        .connect_timeout(Duration::from_secs(10));
+    if args.http2 {
+        client = client.http2_prior_knowledge();
+    }
+    let client = client
+        .build()
+        .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
+    let target = Arc::new(Target {
+        client,
+        url: endpoint_url(&base, opts.endpoint),
+        headers,
+        timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
+    });
+
+    let output = Output::open(args.output.output.as_deref())?;
+    let (control_tx, control_rx) = mpsc::channel();
+    let (cancel, _) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared {
+        counters: Counters::default(),
+        stopping: AtomicBool::new(false),
+        output_closed: AtomicBool::new(false),
+        cancel,
+        control: control_tx,
+    });
+    let (results_tx, results_rx) = mpsc::channel::<ResultRecord>();
+    let writer = {
+        let shared = shared.clone();
+        thread::Builder::new()
+            .name("writer".into())
+            .spawn(move || write_results(results_rx, output, &shared))
+            .map_err(|e| Error::msg(format!("cannot start a thread: {e}")))?
+    };
+    let (records_tx, records_rx) = mpsc::sync_channel(READ_AHEAD);
+    let signal = {
+        let shared = shared.clone();
+        let grace = Duration::from_secs_f64(args.grace / 1000.0);
+        let quiet = args.quiet;
+        runtime.spawn(async move { on_ctrl_c(&shared, grace, quiet).await })
+    };
+
+    let run_start: OnceLock<Instant> = OnceLock::new();
+    let progress_done = AtomicBool::new(false);
+    let (ended, failure, lag, late) = thread::scope(|scope| {
+        let reader = {
+            let shared = &shared;
+            let (opts, inputs) = (&opts, &inputs);
+            scope.spawn(move || read_records(args, inputs, opts, records_tx, shared))
+        };
+        if !args.quiet {
+            let (shared, done, start) = (&shared, &progress_done, &run_start);
+            scope.spawn(move || progress(shared, done, start));
+        }
+        let mut dispatcher = Dispatcher {
+            args,
+            shared: shared.clone(),
+            runtime: runtime.handle().clone(),
+            target,
+            results: results_tx,
+            control: control_rx,
+            records: Some(records_rx),
+            reader_done: false,
+            failure: None,
+            lag: Dist::default(),
+            late: 0,
+            origin: Instant::now(),
+        };
+        let ended = dispatcher.run(&run_start);
+        progress_done.store(true, Ordering::SeqCst);
+        let Dispatcher {
+            failure, lag, late, ..
+        } = dispatcher;
+        let _ = reader.join();
+        (ended, failure, lag, late)
+    });
+    signal.abort();
+    let written = writer
+        .join()
+        .map_err(|_| Error::msg("the result writer stopped unexpectedly"))?;
+    drop(runtime);
+    let interrupted = ended?;
+    let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
+    final_line(args, &shared, &lag, late, elapsed_ms);
+    if let Err(e) = written {
+        if !e.is_broken_pipe() {
+            return Err(e);
+        }
+        return Ok(Outcome::Success);
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(if interrupted {
+        Outcome::Interrupted
+    } else {
+        Outcome::Success
+    })
+}
+
+/// The body options from the flags.
+fn body_options(args: &Args) -> Result<BodyOptions> {
+    let extra = match &args.extra {
+        None => Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err(Error::usage(format!(
+                    "--extra: `{text}` is not a JSON object such as '{{\"temperature\": 0}}'"
+                )));
+            }
+        },
+    };
+    Ok(BodyOptions {
+        endpoint: args.endpoint,
+        model: args.model.clone(),
+        stream: !args.no_stream,
+        ignore_eos: args.ignore_eos,
+        min_tokens: args.min_tokens,
+        extra,
+    })
+}
+
+/// `--header` flags and the API key.
+fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
+    use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+    let mut map = HeaderMap::new();
+    for h in &args.headers {
+        let bad = || Error::usage(format!("--header: `{h}` is not `Name: value`"));
+        let (name, value) = h.split_once(':').ok_or_else(bad)?;
+        let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
+        let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
+        map.append(name, value);
+    }
+    if let Ok(key) = std::env::var(&args.api_key_env) {
+        if !key.is_empty() && !map.contains_key(AUTHORIZATION) {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                Error::usage(format!(
+                    "the API key in ${} is not a valid header value",
+                    args.api_key_env
+                ))
+            })?;
+            value.set_sensitive(true);
+            map.insert(AUTHORIZATION, value);
+        }
+    }
+    Ok(map)
+}
+
+/// The request URL for a base URL and an endpoint.
+pub fn endpoint_url(base: &str, endpoint: Endpoint) -> String {
+    let base = base.trim_end_matches('/');
+    if base.ends_with("/completions") {
+        return base.to_string();
+    }
+    let base = base.strip_suffix("/v1").unwrap_or(base);
+    format!("{base}{}", endpoint.path())
+}
+
+/// The reader thread: parse and prepare records ahead of the schedule.
+fn read_records(
+    args: &Args,
+    inputs: &[InputSpec],
+    opts: &BodyOptions,
+    out: SyncSender<Read>,
+    shared: &Shared,
+) {
+    let mut prompts = LazyPrompts { args, synth: None };
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let mut lines = Lines::new(inputs);
+    let wanted = args.limit.map(|n| n.saturating_add(args.warmup));
+    let mut index = 0u64;
+    loop {
+        if wanted.is_some_and(|w| index >= w) {
+            break;
+        }
+        let (loc, line) = match lines.next_line() {
+            Ok(Some(x)) => x,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = out.send(Read::Failed(e));
+                return;
+            }
+        };
+        let rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => match skipper.skip(e) {
+                Ok(()) => continue,
+                Err(e) => {
+                    let _ = out.send(Read::Failed(e));
+                    return;
+                }
+            },
+        };
+        let msg = if shared.stopping.load(Ordering::SeqCst) {
+            // Only labels for a `cancelled` result: no prompt to build.
+            let p = request::outline(&rec, index, opts).unwrap_or_else(|_| Prepared {
+                index,
+                ..Prepared::default()
+            });
+            Read::Unsent(p)
+        } else {
+            match request::prepare(&rec, index, opts, &mut prompts) {
+                Ok(p) => Read::Ready(p),
+                Err(PrepareError::Record(e)) => match skipper.skip(e.at(&loc)) {
+                    Ok(()) => continue,
+                    Err(e) => Read::Failed(e),
+                },
+                Err(PrepareError::Fatal(e)) => Read::Failed(e),
+            }
+        };
+        index += 1;
+        let failed = matches!(msg, Read::Failed(_));
+        if out.send(msg).is_err() || failed {
+            return;
+        }
+    }
+    skipper.finish();
+}
+
+/// The dispatcher: owns the schedule, sends requests when due.
+struct Dispatcher<'a> {
+    args: &'a Args,
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Handle,
+    target: Arc<Target>,
+    results: Sender<ResultRecord>,
+    control: Receiver<Control>,
+    /// `None` once the run stopped reading (--duration).
+    records: Option<Receiver<Read>>,
+    reader_done: bool,
+    /// A record that stopped the run.
+    failure: Option<Error>,
+    lag: Dist,
+    /// Requests sent more than 5 ms after they were due.
+    late: u64,
+    /// Start of the run (of the warmup, before it).
+    origin: Instant,
+}
+
+impl Dispatcher<'_> {
+    /// Run to the end; `Ok(true)` when interrupted.
+    fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
+        let pace = match (self.args.concurrency, self.args.max_concurrency) {
+            (Some(n), _) => Pace::Closed {
+                workers: n as usize,
+            },
+            (None, m) => Pace::Open {
+                max_in_flight: m.map(|m| m as usize),
+            },
+        };
+        self.warm_up(pace)?;
+        if self.shared.stopping.load(Ordering::SeqCst) {
+            self.cancel_rest(&mut Schedule::new(pace));
+            return Ok(true);
+        }
+        let mut schedule: Schedule<Prepared> = Schedule::new(pace);
+        // Fill the read-ahead before the clock starts, so the first
+        // requests never wait for a prompt to be synthesized.
+        while schedule.queued() < READ_AHEAD && !self.reader_done {
+            self.take_record(&mut schedule, None);
+        }
+        if let Some(e) = self.failure.take() {
+            // Nothing was sent: the run could not start.
+            return Err(e);
+        }
+        if let Some(at) = self.args.start_at {
+            match at.duration_since(SystemTime::now()) {
+                Ok(wait) => thread::sleep(wait),
+                Err(_) => cli::warn("--start-at is in the past: starting now"),
+            }
+        }
+        let start = Instant::now();
+        self.origin = start;
+        let _ = run_start.set(start);
+        let duration = self.args.duration;
+        loop {
+            while schedule.queued() < READ_AHEAD && !self.reader_done {
+                if !self.try_take_record(&mut schedule) {
+                    break;
+                }
+            }
+            while let Ok(c) = self.control.try_recv() {
+                self.handle(c, &mut schedule, start);
+            }
+            if self.shared.stopping.load(Ordering::SeqCst) || self.failure.is_some() {
+                break;
+            }
+            let now_ms = ms_between(start, Instant::now());
+            if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
+                self.stop_reading(&mut schedule);
+            }
+            match schedule.next_due() {
+                Some(due) if duration.is_some_and(|d| due >= d) => {
+                    self.stop_reading(&mut schedule);
+                }
+                Some(due) => {
+                    let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
+                    let now = Instant::now();
+                    if due_at > now + SPIN {
+                        // Sleep on the control channel: a completion may
+                        // make a session turn due sooner. Cap the wait
+                        // while the read-ahead is not full.
+                        let mut wait = due_at - now - SPIN;
+                        if !self.reader_done && schedule.queued() < READ_AHEAD {
+                            wait = wait.min(Duration::from_millis(1));
+                        }
+                        self.wait_control(wait, &mut schedule, start);
+                        continue;
+                    }
+                    while Instant::now() < due_at {
+                        std::hint::spin_loop();
+                    }
+                    let now_ms = ms_between(start, Instant::now());
+                    while let Some((due, req)) = schedule.pop_due(now_ms) {
+                        if duration.is_some_and(|d| due >= d) {
+                            // Due after the end: left out, like --limit.
+                            schedule.complete(None, now_ms);
+                            self.stop_reading(&mut schedule);
+                            break;
+                        }
+                        self.launch(req, due, false);
+                    }
+                }
+                None if schedule.in_flight() == 0 && schedule.is_empty() && self.reader_done => {
+                    break;
+                }
+                None if schedule.in_flight() == 0 && schedule.is_empty() => {
+                    // Starved: the reader is behind.
+                    self.take_record(&mut schedule, Some(Duration::from_millis(1)));
+                }
+                None => {
+                    let wait = if self.reader_done || schedule.queued() >= READ_AHEAD {
+                        Duration::from_millis(100)
+                    } else {
+                        Duration::from_millis(1)
+                    };
+                    self.wait_control(wait, &mut schedule, start);
+                }
+            }
+        }
+        let interrupted = self.shared.stopping.load(Ordering::SeqCst);
+        self.cancel_rest(&mut schedule);
+        Ok(interrupted)
+    }
+
+    /// Send the warmup records, all at once (up to the concurrency cap),
+    /// and wait for their answers.
+    fn warm_up(&mut self, pace: Pace) -> Result<()> {
+        let cap = match pace {
+            Pace::Open { max_in_flight } => max_in_flight.unwrap_or(usize::MAX),
+            Pace::Closed { workers } => workers,
+        };
+        let mut in_flight = 0usize;
+        let mut left = self.args.warmup;
+        while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
+            if in_flight >= cap {
+                if let Ok(Control::Done { .. }) = self.control.recv() {
+                    in_flight -= 1;
+                }
+                continue;
+            }
+            match self.records.as_ref().and_then(|r| r.recv().ok()) {
+                Some(Read::Ready(req)) => {
+                    in_flight += 1;
+                    self.launch(req, 0.0, true);
+                }
+                Some(Read::Unsent(req)) => self.unsent(req, None, true),
+                Some(Read::Failed(e)) => {
+                    self.reader_done = true;
+                    self.failure = Some(e);
+                    break;
+                }
+                None => {
+                    self.reader_done = true;
+                    break;
+                }
+            }
+            left -= 1;
+        }
+        while in_flight > 0 {
+            match self.control.recv() {
+                Ok(Control::Done { .. }) => in_flight -= 1,
+                Ok(Control::Stop) => {}
+                Err(_) => break,
+            }
+        }
+        match self.failure.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Block up to `wait` (forever when `None`) for the next record.
+    fn take_record(&mut self, schedule: &mut Schedule<Prepared>, wait: Option<Duration>) {
+        let Some(rx) = &self.records else {
+            self.reader_done = true;
+            return;
+        };
+        let read = match wait {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(w) => rx.recv_timeout(w),
+        };
+        match read {
+            Ok(r) => self.accept(r, schedule),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => self.reader_done = true,
+        }
+    }
+
+    /// Take a record if one is ready; false when none is.
+    fn try_take_record(&mut self, schedule: &mut Schedule<Prepared>) -> bool {
+        let Some(rx) = &self.records else {
+            self.reader_done = true;
+            return false;
+        };
+        match rx.try_recv() {
+            Ok(r) => {
+                self.accept(r, schedule);
+                true
+            }
+            Err(TryRecvError::Empty) => false,
+            Err(TryRecvError::Disconnected) => {
+                self.reader_done = true;
+                false
+            }
+        }
+    }
+
+    fn accept(&mut self, read: Read, schedule: &mut Schedule<Prepared>) {
+        match read {
+            Read::Ready(req) => schedule.push(req),
+            Read::Unsent(req) => self.unsent(req, None, false),
+            Read::Failed(e) => {
+                self.reader_done = true;
+                self.failure = Some(e);
+            }
+        }
+    }
+
+    /// --duration reached: read no more; drop what is queued (left out).
+    fn stop_reading(&mut self, schedule: &mut Schedule<Prepared>) {
+        self.records = None;
+        self.reader_done = true;
+        drop(schedule.drain());
+    }
+
+    fn wait_control(&mut self, wait: Duration, schedule: &mut Schedule<Prepared>, start: Instant) {
+        if let Ok(c) = self.control.recv_timeout(wait) {
+            self.handle(c, schedule, start);
+        }
+    }
+
+    fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>, start: Instant) {
+        match c {
+            Control::Done {
+                session,
+                at,
+                lag_ms,
+                warmup,
+            } => {
+                if warmup {
+                    return;
+                }
+                schedule.complete(session.as_deref(), ms_between(start, at));
+                self.lag.record(lag_ms);
+                if lag_ms > 5.0 {
+                    self.late += 1;
+                }
+            }
+            Control::Stop => {}
+        }
+    }
+
+    /// Hand one request to the runtime.
+    fn launch(&self, req: Prepared, scheduled_ms: f64, warmup: bool) {
+        let origin = self.origin;
+        let shared = self.shared.clone();
+        let target = self.target.clone();
+        let results = self.results.clone();
+        let mut cancel = self.shared.cancel.subscribe();
+        self.shared
+            .counters
+            .sent
+            .fetch_add(u64::from(!warmup), Ordering::Relaxed);
+        self.runtime.spawn(async move {
+            let sent = Instant::now();
+            let sent_ms = ms_between(origin, sent);
+            let mut result = skeleton(
+                &req,
+                round_us(scheduled_ms),
+                round_us(sent_ms),
+                clock::rfc3339(SystemTime::now()),
+            );
+            result.warmup = warmup;
+            let lag_ms = sent_ms - scheduled_ms;
+            shared
+                .counters
+                .lag_us
+                .store((lag_ms.max(0.0) * 1000.0) as u64, Ordering::Relaxed);
+            let cancelled = async move {
+                if cancel.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let result = exchange::send(&target, &req, result, sent, cancelled).await;
+            let _ = results.send(result);
+            let _ = shared.control.send(Control::Done {
+                session: req.session_id,
+                at: Instant::now(),
+                lag_ms,
+                warmup,
+            });
+        });
+    }
+
+    /// A `cancelled` result for a request never sent.
+    fn unsent(&self, req: Prepared, due: Option<f64>, warmup: bool) {
+        let now = ms_between(self.origin, Instant::now());
+        let mut r = skeleton(
+            &req,
+            round_us(due.unwrap_or(now)),
+            round_us(now),
+            clock::rfc3339(SystemTime::now()),
+        );
+        r.warmup = warmup;
+        r.error = Some("not sent: the run was stopped".into());
+        let _ = self.results.send(r);
+    }
+
+    /// After a stop: `cancelled` results for everything unsent, including
+    /// the records still to be read; then wait for the requests in flight
+    /// (their tasks write their own results).
+    fn cancel_rest(&mut self, schedule: &mut Schedule<Prepared>) {
+        let origin = self.origin;
+        let failed = self.failure.is_some();
+        for (due, req) in schedule.drain() {
+            self.unsent(req, due, false);
+        }
+        if !failed {
+            while let Some(rx) = &self.records {
+                match rx.recv() {
+                    Ok(Read::Ready(req) | Read::Unsent(req)) => self.unsent(req, None, false),
+                    Ok(Read::Failed(e)) => {
+                        self.failure = Some(e);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        self.records = None;
+        while schedule.in_flight() > 0 {
+            match self.control.recv() {
+                Ok(c) => self.handle(c, schedule, origin),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn ms_between(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64() * 1000.0
+}
+
+/// The writer thread: one line per result, flushed at once.
+fn write_results(rx: Receiver<ResultRecord>, mut out: Output, shared: &Shared) -> Result<()> {
+    out.set_line_flush(true);
+    let mut failure: Option<Error> = None;
+    for r in rx {
+        let c = &shared.counters;
+        if !r.warmup {
+            c.done.fetch_add(1, Ordering::Relaxed);
+            let counter = match r.status {
+                Status::Ok => &c.ok,
+                Status::Error => &c.errors,
+                Status::Timeout => &c.timeouts,
+                Status::Cancelled => &c.cancelled,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        if failure.is_some() {
+            continue;
+        }
+        if let Err(e) = out.write_line(r.to_json_line().as_bytes()) {
+            // Nobody reads the results any more: stop the run at once.
+            shared.output_closed.store(true, Ordering::SeqCst);
+            shared.stop();
+            let _ = shared.cancel.send(true);
+            failure = Some(e);
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => out.finish(),
+    }
+}
+
+/// First Ctrl-C: stop sending, give requests in flight `grace`, then
+/// cancel them. Second Ctrl-C: cancel at once.
+async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    shared.stop();
+    if !quiet {
+        cli::note(format!(
+            "interrupted: sending stopped; waiting up to {} for requests in flight (Ctrl-C again to stop now)",
+            crate::duration::human(grace.as_secs_f64() * 1000.0)
+        ));
+    }
+    tokio::select! {
+        () = tokio::time::sleep(grace) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    let _ = shared.cancel.send(true);
+}
+
+/// The progress thread: a status line on stderr, rewritten every second on
+/// a terminal, printed every ten seconds otherwise.
+fn progress(shared: &Shared, done: &AtomicBool, run_start: &OnceLock<Instant>) {
+    let terminal = std::io::stderr().is_terminal();
+    let every = if terminal {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(10)
+    };
+    let mut last = Instant::now();
+    let mut shown = false;
+    while !done.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(100));
+        if last.elapsed() < every {
+            continue;
+        }
+        last = Instant::now();
+        let Some(start) = run_start.get() else {
+            continue;
+        };
+        let c = &shared.counters;
+        let sent = c.sent.load(Ordering::Relaxed);
+        let finished = c.done.load(Ordering::Relaxed);
+        let line = format!(
+            "{}: {:.0}s: sent {sent}, in flight {}, done {finished}, errors {}, lag {:.2}ms",
+            cli::tool(),
+            start.elapsed().as_secs_f64(),
+            sent.saturating_sub(finished),
+            c.errors.load(Ordering::Relaxed) + c.timeouts.load(Ordering::Relaxed),
+            c.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        );
+        if terminal {
+            eprint!("\r\x1b[2K{line}");
+            shown = true;
+        } else {
+            eprintln!("{line}");
+        }
+    }
+    if shown {
+        eprint!("\r\x1b[2K");
+    }
+}
+
+/// The end-of-run line on stderr.
+fn final_line(args: &Args, shared: &Shared, lag: &Dist, late: u64, elapsed_ms: Option<f64>) {
+    if args.quiet && shared.output_closed.load(Ordering::SeqCst) {
+        return;
+    }
+    let c = &shared.counters;
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut line = format!(
+        "sent {}, ok {}, errors {}, timeouts {}, cancelled {}",
+        load(&c.sent),
+        load(&c.ok),
+        load(&c.errors),
+        load(&c.timeouts),
+        load(&c.cancelled),
+    );
+    if let Some(ms) = elapsed_ms {
+        line.push_str(&format!(" in {}", crate::duration::human(round_us(ms))));
+    }
+    if let Some(s) = lag.summary(&[50.0, 99.0]) {
+        line.push_str(&format!(
+            "; dispatch lag p50 {:.3}ms, p99 {:.3}ms, max {:.3}ms, {late} late by more than 5ms",
+            s.percentiles[0].1, s.percentiles[1].1, s.max
+        ));
+    }
+    eprintln!("{}: {line}", cli::tool());
+}
+
+/// --dry-run: the schedule as JSON lines, nothing sent.
+fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outcome> {
+    let mut out = Output::open(args.output.output.as_deref())?;
+    let mut prompts = LazyPrompts { args, synth: None };
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let mut lines = Lines::new(inputs);
+    let wanted = args.limit.map(|n| n.saturating_add(args.warmup));
+    let mut sessions = std::collections::HashSet::new();
+    let mut origin: Option<f64> = None;
+    let mut last_ts = 0.0;
+    let mut index = 0u64;
+    while let Some((loc, line)) = lines.next_line()? {
+        if wanted.is_some_and(|w| index >= w) {
+            break;
+        }
+        let rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => {
+                skipper.skip(e)?;
+                continue;
+            }
+        };
+        let req = match request::prepare(&rec, index, opts, &mut prompts) {
+            Ok(p) => p,
+            Err(PrepareError::Record(e)) => {
+                skipper.skip(e.at(&loc))?;
+                continue;
+            }
+            Err(PrepareError::Fatal(e)) => return Err(e),
+        };
+        let warmup = index < args.warmup;
+        index += 1;
+        let ts = req.timestamp.unwrap_or(last_ts);
+        last_ts = ts;
+        let follows = match &req.session_id {
+            Some(s) => !sessions.insert(s.clone()) && req.delay.is_some(),
+            None => false,
+        };
+        let scheduled = if warmup || args.concurrency.is_some() || follows {
+            None
+        } else {
+            Some(ts - *origin.get_or_insert(ts))
+        };
+        if args
+            .duration
+            .is_some_and(|d| scheduled.is_some_and(|s| s >= d))
+        {
+            break;
+        }
+        let mut line = json!({
+            "index": req.index,
+            "scheduled_ms": scheduled.map(round_us),
+        });
+        let m = line.as_object_mut().expect("an object");
+        if follows {
+            m.insert("after_previous_turn_ms".into(), json!(req.delay));
+        }
+        for (k, v) in [
+            ("id", &req.id),
+            ("session_id", &req.session_id),
+            ("model", &req.model),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.into(), json!(v));
+            }
+        }
+        m.insert("input_length".into(), json!(req.input_length));
+        m.insert("output_length".into(), json!(req.output_length));
+        m.insert("stream".into(), json!(req.stream));
+        m.insert("body_bytes".into(), json!(req.body.len()));
+        if warmup {
+            m.insert("warmup".into(), json!(true));
+        }
+        out.write_line(line.to_string().as_bytes())?;
+    }
+    skipper.finish();
+    out.finish()?;
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls() {
+        let chat = Endpoint::Chat;
+        assert_eq!(
+            endpoint_url("http://h:8000", chat),
+            "http://h:8000/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint_url("http://h:8000/v1/", chat),
+            "http://h:8000/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint_url("http://h/x/v1/completions", chat),
+            "http://h/x/v1/completions"
+        );
+        assert_eq!(
+            endpoint_url("http://h", Endpoint::Completions),
+            "http://h/v1/completions"
+        );
+    }
+}

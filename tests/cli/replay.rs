@@ -1,0 +1,576 @@
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::servers::{Answer, Scripted, Sim};
+use crate::util::{Cmd, Run, TestDir, bin};
+
+fn trace(records: &[Value]) -> String {
+    records.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// `n` text records, `gap_ms` apart.
+fn text_trace(n: usize, gap_ms: u64, output_length: u64) -> String {
+    let recs: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"timestamp": i as u64 * gap_ms, "text_input": format!("request {i} says hello"),
+                   "output_length": output_length, "id": format!("r{i}")})
+        })
+        .collect();
+    trace(&recs)
+}
+
+fn replay(args: &[&str], input: &str) -> Run {
+    Cmd::new("trace-replay")
+        .args(["--quiet"])
+        .args(args)
+        .stdin(input)
+        .run()
+}
+
+/// Results by index, checking that each index appears exactly once.
+fn by_index(run: &Run, n: usize) -> BTreeMap<u64, Value> {
+    let mut out = BTreeMap::new();
+    for r in run.json_lines() {
+        let i = r["index"].as_u64().unwrap();
+        assert!(out.insert(i, r).is_none(), "index {i} twice");
+    }
+    assert_eq!(
+        out.keys().copied().collect::<Vec<_>>(),
+        (0..n as u64).collect::<Vec<_>>(),
+        "one result per record"
+    );
+    out
+}
+
+fn statuses(results: &BTreeMap<u64, Value>) -> BTreeMap<String, usize> {
+    let mut c = BTreeMap::new();
+    for r in results.values() {
+        *c.entry(r["status"].as_str().unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    c
+}
+
+fn ms(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn results_from_the_simulator_have_every_field() {
+    let input = trace(&[
+        json!({"timestamp": 1000, "text_input": "one two three four five", "output_length": 3, "id": "a"}),
+        json!({"timestamp": 1010, "input_length": 600, "hash_ids": [1, 2], "output_length": 4, "session_id": "s"}),
+        json!({"timestamp": 1030, "input_length": 1000, "hash_ids": [1, 3], "output_length": 2, "model": "other"}),
+        json!({"timestamp": 1045.5, "messages": [{"role": "user", "content": "hi there"}], "output_length": 1}),
+    ]);
+    let run = replay(&["--sim", "--model", "sim"], &input);
+    run.code(0);
+    assert!(
+        run.stderr
+            .starts_with("trace-replay: sent 4, ok 4, errors 0, timeouts 0, cancelled 0 in "),
+        "{}",
+        run.stderr
+    );
+    let r = by_index(&run, 4);
+    let scheduled: Vec<f64> = r.values().map(|x| ms(&x["scheduled_ms"])).collect();
+    assert_eq!(scheduled, [0.0, 10.0, 30.0, 45.5]);
+    let want = [
+        (Some("a"), None, "sim", Value::Null, 5, 3),
+        (None, Some("s"), "sim", json!(600), 600, 4),
+        (None, None, "other", json!(1000), 1000, 2),
+        (None, None, "sim", Value::Null, 2, 1),
+    ];
+    for (i, (id, session, model, input_length, prompt, output)) in want.into_iter().enumerate() {
+        let x = &r[&(i as u64)];
+        assert_eq!(x["id"].as_str(), id, "{x}");
+        assert_eq!(x["session_id"].as_str(), session, "{x}");
+        assert_eq!(x["model"], model, "{x}");
+        assert_eq!(x["input_length"], input_length, "{x}");
+        assert_eq!(x["output_length"], output, "{x}");
+        assert_eq!(x["prompt_tokens"], prompt, "{x}");
+        assert_eq!(x["completion_tokens"], output, "{x}");
+        assert_eq!(x["status"], "ok", "{x}");
+        assert_eq!(x["http_status"], 200, "{x}");
+        assert_eq!(x["finish_reason"], "length", "{x}");
+        assert_eq!(
+            x["itl_ms"].as_array().unwrap().len(),
+            output as usize - 1,
+            "{x}"
+        );
+        assert!(x.get("error").is_none() && x.get("warmup").is_none(), "{x}");
+        let (first, ttft, e2e) = (
+            ms(&x["first_chunk_ms"]),
+            ms(&x["ttft_ms"]),
+            ms(&x["e2e_ms"]),
+        );
+        assert!(0.0 < first && first <= ttft && ttft <= e2e, "{x}");
+        assert!(ms(&x["sent_ms"]) >= ms(&x["scheduled_ms"]), "{x}");
+        let t = x["start_time"].as_str().unwrap();
+        assert_eq!(
+            (t.len(), &t[4..5], &t[10..11], &t[26..]),
+            (27, "-", "T", "Z"),
+            "{t}"
+        );
+    }
+    // Records 1 and 2 share their first 512-token block.
+    assert_eq!(r[&1]["cached_tokens"], 0);
+    assert_eq!(r[&2]["cached_tokens"], 512);
+}
+
+#[test]
+fn whole_answers_without_streaming() {
+    let run = replay(
+        &["--sim", "--no-stream", "--endpoint", "completions"],
+        &text_trace(3, 1, 4),
+    );
+    run.code(0);
+    for x in by_index(&run, 3).values() {
+        assert_eq!(x["status"], "ok", "{x}");
+        assert_eq!(x["completion_tokens"], 4, "{x}");
+        assert_eq!(x["prompt_tokens"], 4, "{x}");
+        assert_eq!(x["itl_ms"], json!([]), "{x}");
+        assert_eq!(x["ttft_ms"], x["e2e_ms"], "{x}");
+    }
+}
+
+#[test]
+fn exactly_one_result_per_record_under_faults() {
+    let sim = Sim::start(&[
+        "--error-rate",
+        "0.2",
+        "--disconnect-rate",
+        "0.2",
+        "--seed",
+        "5",
+        "--ttft-ms",
+        "1",
+        "--itl-ms",
+        "1",
+    ]);
+    for stream in [true, false] {
+        let mut args = vec!["--url", sim.url.as_str()];
+        if !stream {
+            args.push("--no-stream");
+        }
+        let run = replay(&args, &text_trace(200, 1, 6));
+        run.code(0);
+        let r = by_index(&run, 200);
+        let c = statuses(&r);
+        assert_eq!(c.values().sum::<usize>(), 200);
+        assert!(c["error"] >= 20 && c["ok"] >= 80, "{c:?}");
+        let http500 = r
+            .values()
+            .filter(|x| x["http_status"] == 500)
+            .inspect(|x| assert_eq!(x["error"], "HTTP 500: simulated server error", "{x}"))
+            .count();
+        assert!(http500 > 10, "{http500}");
+        if stream {
+            // Streams cut half way: an error that keeps its partial timings.
+            let cut: Vec<&Value> = r
+                .values()
+                .filter(|x| x["status"] == "error" && x["http_status"] == 200)
+                .collect();
+            assert!(cut.len() > 10, "{}", cut.len());
+            for x in cut {
+                assert!(x["ttft_ms"].is_f64() && x["e2e_ms"].is_f64(), "{x}");
+                assert_eq!(x["itl_ms"].as_array().unwrap().len(), 2, "{x}");
+                assert!(
+                    x["error"].as_str().unwrap().starts_with("response cut off"),
+                    "{x}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn timeouts_keep_what_arrived() {
+    let sim = Sim::start(&["--stall-ms", "5000"]);
+    let run = replay(
+        &["--url", &sim.url, "--timeout", "300ms"],
+        &text_trace(5, 1, 3),
+    );
+    run.code(0);
+    for x in by_index(&run, 5).values() {
+        assert_eq!(x["status"], "timeout", "{x}");
+        assert_eq!(x["error"], "no complete answer within --timeout", "{x}");
+        assert_eq!(x["http_status"], Value::Null, "{x}");
+    }
+}
+
+#[test]
+fn refused_connections_are_errors() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = replay(&["--url", &url], &text_trace(4, 1, 3));
+    run.code(0);
+    for x in by_index(&run, 4).values() {
+        assert_eq!(x["status"], "error", "{x}");
+        let e = x["error"].as_str().unwrap();
+        assert!(e.starts_with("connection failed"), "{e}");
+        assert!(!e.contains(&url), "{e}");
+    }
+}
+
+fn scripted_answer(body: &str) -> Answer {
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+    if body.contains("case-split") {
+        // Byte by byte, CRLF, a comment, `data:` without a space,
+        // reasoning, a tool call, a usage-only final chunk.
+        let stream = format!(
+            ": keep-alive\r\n\r\ndata:{{\"choices\":[{{\"delta\":{{\"role\":\"assistant\"}}}}]}}\r\n\r\n\
+data: {{\"choices\":[{{\"delta\":{{\"reasoning_content\":\"hm\"}}}}]}}\r\n\r\n\
+data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"name\":\"f\"}}}}]}}}}]}}\n\n\
+data: {{\"choices\":[{{\"delta\":{{\"content\":\"é\"}},\"finish_reason\":\"tool_calls\"}}]}}\n\n\
+data: {usage}\n\ndata: [DONE]\n\n"
+        );
+        Answer::sse(stream.as_bytes(), 1)
+    } else if body.contains("case-429") {
+        Answer::json(
+            "429 Too Many Requests",
+            r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
+        )
+    } else if body.contains("case-cut") {
+        Answer::cut_chunked("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+    } else if body.contains("case-nodone") {
+        Answer::sse(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            1000,
+        )
+    } else if body.contains("case-bad") {
+        Answer::sse(b"data: {\"choices\":[{\"delta\"\n\ndata: [DONE]\n\n", 1000)
+    } else if body.contains("case-error-event") {
+        Answer::sse(
+            b"data: {\"error\":{\"message\":\"out of memory\"}}\n\ndata: [DONE]\n\n",
+            1000,
+        )
+    } else {
+        // No usage: token counts stay null.
+        Answer::sse(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+            1000,
+        )
+    }
+}
+
+#[test]
+fn scripted_answers_edge_cases_and_request_bodies() {
+    let server = Scripted::start(scripted_answer);
+    let cases = [
+        "case-split",
+        "case-429",
+        "case-cut",
+        "case-nodone",
+        "case-bad",
+        "case-error-event",
+        "case-nousage",
+    ];
+    let recs: Vec<Value> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut r = json!({"timestamp": i, "text_input": c, "output_length": 3});
+            if i == 0 {
+                r["extra"] = json!({"temperature": 0.5, "top_k": 1});
+            }
+            r
+        })
+        .collect();
+    let run = Cmd::new("trace-replay")
+        .args([
+            "--quiet",
+            "--url",
+            &format!("{}/v1", server.url),
+            "--model",
+            "m",
+            "--header",
+            "X-Team: serving",
+            "--extra",
+            r#"{"temperature": 0, "seed": 3}"#,
+            "--ignore-eos",
+            "--min-tokens",
+        ])
+        .env("OPENAI_API_KEY", "sk-secret-key")
+        .stdin(trace(&recs))
+        .run();
+    run.code(0);
+    assert!(!run.stdout_str().contains("sk-secret") && !run.stderr.contains("sk-secret"));
+    let r = by_index(&run, cases.len());
+    let split = &r[&0];
+    assert_eq!(split["status"], "ok", "{split}");
+    assert_eq!(
+        (
+            &split["prompt_tokens"],
+            &split["completion_tokens"],
+            &split["cached_tokens"]
+        ),
+        (&json!(7), &json!(3), &json!(4))
+    );
+    assert_eq!(split["finish_reason"], "tool_calls");
+    assert_eq!(split["itl_ms"].as_array().unwrap().len(), 2, "{split}");
+    assert!(
+        ms(&split["first_chunk_ms"]) < ms(&split["ttft_ms"]),
+        "{split}"
+    );
+
+    let want_errors = [
+        (1, Some(429u16), "HTTP 429: slow down"),
+        (2, Some(200), "response cut off"),
+        (3, Some(200), "stream ended without [DONE]"),
+        (
+            4,
+            Some(200),
+            "malformed SSE event: {\"choices\":[{\"delta\"",
+        ),
+        (5, Some(200), "out of memory"),
+    ];
+    for (i, http, msg) in want_errors {
+        let x = &r[&i];
+        assert_eq!(x["status"], "error", "{x}");
+        assert_eq!(x["http_status"].as_u64(), http.map(u64::from), "{x}");
+        assert!(x["error"].as_str().unwrap().starts_with(msg), "{x}");
+    }
+    let nousage = &r[&6];
+    assert_eq!(nousage["status"], "ok", "{nousage}");
+    assert_eq!(nousage["completion_tokens"], Value::Null);
+    assert_eq!(nousage["finish_reason"], "stop");
+
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), cases.len());
+    let first = seen.iter().find(|s| s.body.contains("case-split")).unwrap();
+    assert!(
+        first
+            .head
+            .starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+        "{}",
+        first.head
+    );
+    let head = first.head.to_ascii_lowercase();
+    assert!(
+        head.contains("\r\nauthorization: bearer sk-secret-key\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nx-team: serving\r\n"), "{head}");
+    let body: Value = serde_json::from_str(&first.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"model": "m", "messages": [{"role": "user", "content": "case-split"}],
+               "max_tokens": 3, "min_tokens": 3, "ignore_eos": true, "stream": true,
+               "stream_options": {"include_usage": true},
+               "temperature": 0.5, "seed": 3, "top_k": 1})
+    );
+}
+
+#[test]
+fn payloads_go_verbatim_and_token_ids_as_the_prompt() {
+    let server = Scripted::start(scripted_answer);
+    let payload = r#"{"model":"x","prompt":"case-nousage","max_tokens":2,"stream":true,"n":1}"#;
+    let input = format!(
+        "{{\"timestamp\":0,\"payload\":{payload}}}\n{}\n",
+        json!({"timestamp": 1, "prompt_token_ids": [5, 6, 7], "input_length": 3, "output_length": 2})
+    );
+    let run = replay(&["--url", &server.url, "--endpoint", "completions"], &input);
+    run.code(0);
+    by_index(&run, 2);
+    let seen = server.seen.lock().unwrap().clone();
+    let bodies: Vec<&str> = seen.iter().map(|s| s.body.as_str()).collect();
+    assert!(bodies.contains(&payload), "{bodies:?}");
+    let ids = bodies.iter().find(|b| !b.contains("case")).unwrap();
+    let v: Value = serde_json::from_str(ids).unwrap();
+    assert_eq!(v["prompt"], json!([5, 6, 7]));
+    assert!(
+        seen.iter()
+            .all(|s| s.head.starts_with("POST /v1/completions "))
+    );
+}
+
+#[test]
+fn later_turns_wait_for_the_previous_turn_and_its_delay() {
+    let mut recs = Vec::new();
+    for turn in 0..3 {
+        for s in 0..3 {
+            let mut r = json!({"timestamp": turn * 10 + s, "session_id": format!("s{s}"),
+                               "text_input": "a b c", "output_length": 3});
+            if turn > 0 {
+                r["delay"] = json!(40);
+            }
+            recs.push(r);
+        }
+    }
+    let run = replay(&["--sim"], &trace(&recs));
+    run.code(0);
+    let r = by_index(&run, 9);
+    for s in 0..3u64 {
+        for turn in 1..3u64 {
+            let prev = &r[&((turn - 1) * 3 + s)];
+            let this = &r[&(turn * 3 + s)];
+            let prev_end = ms(&prev["sent_ms"]) + ms(&prev["e2e_ms"]);
+            // Due 40 ms after the previous turn completed, not at its timestamp.
+            assert!(
+                ms(&this["scheduled_ms"]) >= prev_end + 40.0 - 0.01,
+                "{prev}\n{this}"
+            );
+            assert!(ms(&this["sent_ms"]) >= ms(&this["scheduled_ms"]), "{this}");
+        }
+    }
+}
+
+#[test]
+fn warmup_limit_and_closed_loop() {
+    let run = replay(
+        &["--sim", "--warmup", "2", "--limit", "3"],
+        &text_trace(10, 1, 2),
+    );
+    run.code(0);
+    let r = by_index(&run, 5);
+    let warm: Vec<bool> = r.values().map(|x| x.get("warmup").is_some()).collect();
+    assert_eq!(warm, [true, true, false, false, false]);
+    assert!(
+        run.stderr.starts_with("trace-replay: sent 3, ok 3,"),
+        "{}",
+        run.stderr
+    );
+    // The run's schedule starts at the first record after the warmup.
+    assert_eq!(r[&2]["scheduled_ms"], 0.0);
+
+    let run = replay(&["--sim", "--concurrency", "2"], &text_trace(6, 100_000, 2));
+    run.code(0);
+    assert_eq!(statuses(&by_index(&run, 6))["ok"], 6);
+}
+
+#[test]
+fn dry_run_prints_the_schedule() {
+    let input = trace(&[
+        json!({"timestamp": 500, "input_length": 3, "output_length": 2, "session_id": "s", "id": "x"}),
+        json!({"timestamp": 520.25, "text_input": "hi", "output_length": 1, "model": "m"}),
+        json!({"timestamp": 900, "text_input": "again", "output_length": 1, "session_id": "s", "delay": 30}),
+    ]);
+    let run = replay(&["--dry-run", "--endpoint", "completions"], &input);
+    run.ok();
+    assert_eq!(
+        run.stdout_str(),
+        concat!(
+            r#"{"index":0,"scheduled_ms":0.0,"id":"x","session_id":"s","input_length":3,"output_length":2,"stream":true,"body_bytes":102}"#,
+            "\n",
+            r#"{"index":1,"scheduled_ms":20.25,"model":"m","input_length":null,"output_length":1,"stream":true,"body_bytes":96}"#,
+            "\n",
+            r#"{"index":2,"scheduled_ms":null,"after_previous_turn_ms":30.0,"session_id":"s","input_length":null,"output_length":1,"stream":true,"body_bytes":87}"#,
+            "\n"
+        )
+    );
+}
+
+#[test]
+fn bad_records_stop_the_run_before_it_starts() {
+    let dir = TestDir::new("replay-bad");
+    let path = dir.write(
+        "t.jsonl",
+        "{\"timestamp\": 0, \"text_input\": \"a\", \"output_length\": 1}\n{\"timestamp\": 1, \"output_length\": -3, \"text_input\": \"b\"}\n",
+    );
+    let run = dir.cmd("trace-replay").args(["--sim", "t.jsonl"]).run();
+    run.code(2);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr.contains("trace-replay: t.jsonl:2: error:")
+            && run.stderr.contains("output_length"),
+        "{}",
+        run.stderr
+    );
+    let _ = path;
+    // --skip-invalid replays the rest.
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--sim", "--quiet", "--skip-invalid", "t.jsonl"])
+        .run();
+    run.code(0);
+    assert_eq!(run.lines().len(), 1);
+}
+
+/// Spawn trace-replay writing to a file, with a slow trace.
+fn slow_replay(dir: &TestDir, n: usize) -> std::process::Child {
+    dir.write("slow.jsonl", text_trace(n, 100, 2));
+    Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args([
+            "--sim",
+            "--quiet",
+            "--grace",
+            "2s",
+            "-o",
+            "out.ndjson",
+            "slow.jsonl",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
+    let dir = TestDir::new("replay-sigint");
+    let child = slow_replay(&dir, 100);
+    // Wait for a few results, then interrupt.
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap_or_default();
+        if text.lines().count() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap();
+    let run = Run {
+        desc: "trace-replay".into(),
+        code: 130,
+        stdout: text.into_bytes(),
+        stderr: String::new(),
+    };
+    let r = by_index(&run, 100);
+    let c = statuses(&r);
+    assert!(c["ok"] >= 3 && c["cancelled"] >= 50, "{c:?}");
+    for x in r.values().filter(|x| x["status"] == "cancelled") {
+        assert!(x["error"].as_str().unwrap().contains("stopped"), "{x}");
+    }
+}
+
+#[test]
+fn a_closed_output_ends_the_run_quietly() {
+    let dir = TestDir::new("replay-pipe");
+    dir.write("slow.jsonl", text_trace(100, 100, 2));
+    let mut child = Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args(["--sim", "--quiet", "slow.jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("{\"index\":0,"), "{first}");
+    // The reader is dropped: the next write fails and the run stops.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

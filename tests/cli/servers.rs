@@ -1,0 +1,162 @@
+//! Servers for replay tests: the real trace-sim binary, and a scripted
+//! HTTP server whose answers are exact byte streams.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::util::bin;
+
+/// A trace-sim process on a free loopback port, stopped when dropped.
+pub struct Sim {
+    child: Child,
+    pub url: String,
+}
+
+impl Sim {
+    pub fn start(args: &[&str]) -> Sim {
+        let mut child = Command::new(bin("trace-sim"))
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("trace-sim starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+        Sim { child, url }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One scripted answer: the raw bytes after the headers, written in
+/// pieces of `piece` bytes; `cut` closes the connection early.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub head: String,
+    pub body: Vec<u8>,
+    pub piece: usize,
+}
+
+impl Answer {
+    /// An SSE stream delimited by the connection's close.
+    pub fn sse(body: &[u8], piece: usize) -> Answer {
+        Answer {
+            head: "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+                .into(),
+            body: body.to_vec(),
+            piece,
+        }
+    }
+
+    /// A JSON answer with a status line.
+    pub fn json(status: &str, body: &str) -> Answer {
+        Answer {
+            head: format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            ),
+            body: body.as_bytes().to_vec(),
+            piece: usize::MAX,
+        }
+    }
+
+    /// A chunked SSE answer that stops in the middle of a chunk.
+    pub fn cut_chunked(first_event: &str) -> Answer {
+        let chunk = format!("{:x}\r\n{first_event}\r\n", first_event.len());
+        Answer {
+            head: "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n".into(),
+            body: format!("{chunk}400\r\ndata: {{\"choi").into_bytes(),
+            piece: usize::MAX,
+        }
+    }
+}
+
+/// A request as the scripted server saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub head: String,
+    pub body: String,
+}
+
+/// An HTTP/1.1 server on a free loopback port that answers each request
+/// with `choose(body)`. Its thread lives as long as the test process.
+pub struct Scripted {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Scripted {
+    pub fn start(choose: fn(&str) -> Answer) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let log = log.clone();
+                std::thread::spawn(move || serve(conn, choose, &log));
+            }
+        });
+        Scripted { url, seen }
+    }
+}
+
+fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
+    conn.set_nodelay(true).unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let body = String::from_utf8(body).unwrap();
+    let answer = choose(&body);
+    log.lock().unwrap().push(Seen { head, body });
+    let mut conn = conn;
+    if conn.write_all(answer.head.as_bytes()).is_err() {
+        return;
+    }
+    for piece in answer
+        .body
+        .chunks(answer.piece.min(answer.body.len()).max(1))
+    {
+        if conn.write_all(piece).is_err() {
+            return;
+        }
+        let _ = conn.flush();
+        if answer.piece < 16 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+}
