@@ -112,6 +112,11 @@ pub struct SimOptions {
     /// Seed of the fault draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+
+    /// Log each request's arrival to FILE: microseconds since the Unix
+    /// epoch, one line per request, for checking a client's timing.
+    #[arg(long, value_name = "FILE")]
+    pub arrivals: Option<std::path::PathBuf>,
 }
 
 impl Default for SimOptions {
@@ -127,6 +132,7 @@ impl Default for SimOptions {
             disconnect_rate: 0.0,
             stall_ms: 0.0,
             seed: 1,
+            arrivals: None,
         }
     }
 }
@@ -136,6 +142,7 @@ struct Sim {
     cache: Option<Mutex<LruCache<u64, ()>>>,
     in_flight: AtomicUsize,
     requests: AtomicU64,
+    arrivals: Option<Mutex<std::io::LineWriter<std::fs::File>>>,
 }
 
 /// A running server.
@@ -160,11 +167,18 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         .local_addr()
         .map_err(|e| Error::msg(format!("cannot read the bound address: {e}")))?;
     let cache = NonZeroUsize::new(opts.cache_blocks).map(|n| Mutex::new(LruCache::new(n)));
+    let arrivals = match &opts.arrivals {
+        Some(path) => Some(Mutex::new(std::io::LineWriter::new(
+            std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?,
+        ))),
+        None => None,
+    };
     let sim = Arc::new(Sim {
         opts,
         cache,
         in_flight: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
+        arrivals,
     });
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -302,6 +316,14 @@ impl Drop for InFlight {
 }
 
 async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
+    if let Some(log) = &sim.arrivals {
+        use std::io::Write;
+        let us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{us}");
+    }
     let n = sim.requests.fetch_add(1, Ordering::Relaxed);
     let req: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,

@@ -76,6 +76,8 @@ pub struct Schedule<T> {
     after_turn: BinaryHeap<Reverse<Timed<T>>>,
     seq: u64,
     sessions: HashMap<String, Session<T>>,
+    /// Turns waiting in sessions.
+    waiting: usize,
     in_flight: usize,
 }
 
@@ -90,6 +92,7 @@ impl<T: Turn> Schedule<T> {
             after_turn: BinaryHeap::new(),
             seq: 0,
             sessions: HashMap::new(),
+            waiting: 0,
             in_flight: 0,
         }
     }
@@ -115,6 +118,7 @@ impl<T: Turn> Schedule<T> {
         // in flight: a turn with a delay then waits for it to complete.
         if item.delay().is_some() && session.busy {
             session.waiting.push_back(item);
+            self.waiting += 1;
         } else {
             session.busy = true;
             self.by_timestamp.push_back((ts - origin, item));
@@ -167,6 +171,11 @@ impl<T: Turn> Schedule<T> {
             self.by_timestamp.pop_front().map(|(_, item)| item)
         }?;
         self.in_flight += 1;
+        // A closed-loop request is due when its slot frees up.
+        let due = match self.pace {
+            Pace::Closed { .. } => now,
+            Pace::Open { .. } => due,
+        };
         Some((due, item))
     }
 
@@ -182,6 +191,7 @@ impl<T: Turn> Schedule<T> {
         };
         match s.waiting.pop_front() {
             Some(next) => {
+                self.waiting -= 1;
                 let due = at + next.delay().unwrap_or(0.0);
                 self.seq += 1;
                 self.after_turn.push(Reverse(Timed {
@@ -203,9 +213,14 @@ impl<T: Turn> Schedule<T> {
 
     /// True when nothing is queued (in flight requests may remain).
     pub fn is_empty(&self) -> bool {
-        self.by_timestamp.is_empty()
-            && self.after_turn.is_empty()
-            && self.sessions.values().all(|s| s.waiting.is_empty())
+        self.by_timestamp.is_empty() && self.after_turn.is_empty() && self.waiting == 0
+    }
+
+    /// Whether a completion can make a request due sooner: a session turn
+    /// waits for one, or a slot limit holds requests back. Otherwise the
+    /// schedule is fixed and completions can be counted later.
+    pub fn waits_on_completions(&self) -> bool {
+        self.waiting > 0 || self.limit().is_some()
     }
 
     /// Remove every request not yet sent, with its due time where known.
@@ -223,6 +238,7 @@ impl<T: Turn> Schedule<T> {
         for s in self.sessions.values_mut() {
             out.extend(s.waiting.drain(..).map(|t| (None, t)));
         }
+        self.waiting = 0;
         out
     }
 }
@@ -360,7 +376,7 @@ mod tests {
         s.push(turn(2, 2e6, "a", Some(1e6)));
         assert_eq!(pop_all(&mut s, 0.0), vec![(0, 0.0), (1, 0.0)]);
         s.complete(None, 3.0);
-        assert_eq!(pop_all(&mut s, 3.0), vec![(2, 0.0)]);
+        assert_eq!(pop_all(&mut s, 3.5), vec![(2, 3.5)]);
     }
 
     #[test]

@@ -125,3 +125,35 @@ fn wrong_block_count_names_record_and_hints_block_size() {
         run.stderr
     );
 }
+
+#[test]
+fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
+    // A WordLevel tokenizer.json: the `tokenizers` crate's own format.
+    let path = data("wordlevel-tokenizer.json");
+    let input = "{\"timestamp\":0,\"input_length\":700,\"output_length\":2,\"hash_ids\":[1,2]}\n\
+                 {\"timestamp\":1,\"input_length\":600,\"output_length\":2,\"hash_ids\":[1,3]}\n";
+    let out = synth(
+        &["--token-ids", "--tokenizer", path.to_str().unwrap()],
+        input,
+    );
+    let tok = Tokenizer::load(path.to_str().unwrap()).unwrap();
+    let ids: Vec<Vec<u64>> = out
+        .iter()
+        .map(|r| {
+            r["prompt_token_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!((ids[0].len(), ids[1].len()), (700, 600));
+    assert_eq!(ids[0][..512], ids[1][..512]);
+    assert_ne!(ids[0][512..600], ids[1][512..600]);
+    let text = synth(&["--tokenizer", path.to_str().unwrap()], input);
+    for (r, want) in text.iter().zip(&ids) {
+        let got = tok.encode(r["text_input"].as_str().unwrap()).unwrap();
+        assert_eq!(got.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), *want);
+    }
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Dispatch fidelity and cost of trace-replay against trace-sim (a separate
+# process that logs each request's arrival time itself, so the client's
+# timing is checked independently of the client).
+#
+#   scripts/bench-replay.sh              # all runs
+#   RUNS="stream1000 batch5000" scripts/bench-replay.sh
+#
+# Runs:
+#   stream1000  1,000 requests/s for 30 s, streaming, 16 output tokens
+#   batch5000   5,000 requests/s for 10 s, not streaming
+#   memory      1 M requests, 64 closed-loop workers, not streaming
+#               (peak RSS against a 100 k run: flat memory means equal)
+#   aiperf      the stream1000 trace with AIPerf's fixed schedule (AIPerf
+#               is installed from PyPI into $WORK unless AIPERF names one)
+#
+# Both programs share this 2-core machine with the server; "server lateness"
+# is (arrival_k - arrival_0) - (due_k - due_0) with the k-th arrival matched
+# to the k-th due time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-"stream1000 batch5000 memory aiperf"}
+WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
+mkdir -p "$WORK"
+cargo build --release --quiet --bin trace-replay --bin trace-sim
+BIN=$PWD/target/release
+
+# A trace of N records at RATE per second: short prompts, OUT tokens each.
+make_trace() { # N RATE OUT FILE
+  python3 - "$@" <<'PY'
+import sys
+n, rate, out, path = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+with open(path, "w") as f:
+    for i in range(n):
+        ts = round(i * 1000.0 / rate, 3)
+        f.write('{"timestamp": %s, "text_input": "request %d says hello", "output_length": %d}\n' % (ts, i, out))
+PY
+}
+
+SIM_PID=
+start_sim() { # ARRIVALS_FILE
+  "$BIN/trace-sim" --port 0 --ttft-ms 1 --itl-ms 1 --prefill-us 0 --batch-slope 0 \
+    --cache-blocks 0 --arrivals "$1" > "$WORK/sim.url" &
+  SIM_PID=$!
+  for _ in $(seq 100); do [ -s "$WORK/sim.url" ] && break; sleep 0.05; done
+  URL=$(head -1 "$WORK/sim.url")
+}
+stop_sim() { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
+trap stop_sim EXIT
+
+# Server-side lateness from the arrival log and the trace.
+lateness() { # TRACE ARRIVALS
+  python3 - "$@" <<'PY'
+import json, sys
+due = sorted(json.loads(l)["timestamp"] for l in open(sys.argv[1]))
+arr = sorted(int(l) / 1000.0 for l in open(sys.argv[2]))
+n = min(len(due), len(arr))
+late = sorted((arr[k] - arr[0]) - (due[k] - due[0]) for k in range(n))
+p = lambda q: late[min(n - 1, int(q * n))]
+print(f"  server saw {len(arr)} of {len(due)} requests; lateness ms: p50 {p(0.5):.3f}, "
+      f"p99 {p(0.99):.3f}, max {late[-1]:.3f}, late > 5 ms: {sum(1 for x in late if x > 5)}")
+PY
+}
+
+# Run trace-replay under /usr/bin/time; print its final line and its cost.
+replay() { # NAME TRACE ARGS...
+  local name=$1 trace=$2; shift 2
+  local n; n=$(wc -l < "$trace")
+  /usr/bin/time -f "%e %U %S %M" -o "$WORK/$name.time" \
+    "$BIN/trace-replay" --quiet --url "$URL" "$@" "$trace" > "$WORK/$name.ndjson" 2> "$WORK/$name.err"
+  echo "$name: $(tail -1 "$WORK/$name.err" | sed 's/^trace-replay: //')"
+  read -r wall user sys rss < "$WORK/$name.time"
+  python3 -c "
+n=$n; w=$wall; u=$user; s=$sys; rss=$rss
+print(f'  {n} requests in {w} s wall; client CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request; peak RSS {rss/1024:.1f} MB')"
+}
+
+for run in $RUNS; do
+  case $run in
+    stream1000)
+      make_trace 30000 1000 16 "$WORK/stream1000.jsonl"
+      start_sim "$WORK/stream1000.arrivals"
+      replay stream1000 "$WORK/stream1000.jsonl"
+      stop_sim
+      lateness "$WORK/stream1000.jsonl" "$WORK/stream1000.arrivals"
+      ;;
+    batch5000)
+      make_trace 50000 5000 16 "$WORK/batch5000.jsonl"
+      start_sim "$WORK/batch5000.arrivals"
+      replay batch5000 "$WORK/batch5000.jsonl" --no-stream
+      stop_sim
+      lateness "$WORK/batch5000.jsonl" "$WORK/batch5000.arrivals"
+      ;;
+    memory)
+      for n in 100000 1000000; do
+        make_trace "$n" 1000 4 "$WORK/mem$n.jsonl"
+        start_sim /dev/null
+        replay "mem$n" "$WORK/mem$n.jsonl" --no-stream --concurrency 64
+        stop_sim
+      done
+      ;;
+    aiperf)
+      # AIPerf from PyPI, in a virtualenv of its own. Its "builtin"
+      # tokenizer is tiktoken's o200k_base, which tiktoken downloads; the
+      # same file ships in the tiktoken-rs crate, so it is put in
+      # tiktoken's cache and no network is needed.
+      AIPERF=${AIPERF:-$WORK/aiperf-venv/bin/aiperf}
+      if [ ! -x "$AIPERF" ]; then
+        python3 -m venv "$WORK/aiperf-venv"
+        "$WORK/aiperf-venv/bin/pip" install -q aiperf
+      fi
+      export TIKTOKEN_CACHE_DIR=$WORK/tiktoken-cache
+      mkdir -p "$TIKTOKEN_CACHE_DIR"
+      key=$(python3 -c "import hashlib; print(hashlib.sha1(b'https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken').hexdigest())")
+      cp "$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -path '*tiktoken-rs-*/assets/o200k_base.tiktoken' | head -1)" "$TIKTOKEN_CACHE_DIR/$key"
+      [ -s "$WORK/stream1000.jsonl" ] || make_trace 30000 1000 16 "$WORK/stream1000.jsonl"
+      start_sim "$WORK/aiperf.arrivals"
+      /usr/bin/time -f "%e %U %S %M" -o "$WORK/aiperf.time" \
+        "$AIPERF" profile --model-names sim --tokenizer builtin --url "$URL" \
+        --endpoint-type chat --streaming --input-file "$WORK/stream1000.jsonl" \
+        --custom-dataset-type mooncake_trace --fixed-schedule --ui none \
+        --output-artifact-dir "$WORK/aiperf-artifacts" \
+        > "$WORK/aiperf.out" 2>&1 || echo "aiperf failed: see $WORK/aiperf.out"
+      stop_sim
+      read -r wall user sys rss < "$WORK/aiperf.time"
+      python3 -c "
+n=$(wc -l < "$WORK/stream1000.jsonl"); w=$wall; u=$user; s=$sys; rss=$rss
+print(f'aiperf: {n} requests in {w} s wall (start-up included); CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request (its processes); peak RSS of the largest {rss/1024:.1f} MB')"
+      grep -E "Benchmark Duration|Request Throughput" "$WORK/aiperf.out" | sed 's/^/  aiperf says: /' || true
+      lateness "$WORK/stream1000.jsonl" "$WORK/aiperf.arrivals"
+      ;;
+  esac
+done
