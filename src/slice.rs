@@ -28,8 +28,9 @@ Examples:
   The first 100 records, for a smoke test:
     trace-slice --head 100 trace.jsonl | trace-replay --sim
 
-  Shard 2 of 4 for a replay from four machines:
-    trace-slice --shard 2/4 trace.jsonl | trace-replay --url http://10.0.0.5:8000 --start-at 2026-01-01T12:00:00Z";
+  Shard 2 of 4 as a file (trace-replay --shard replays a shard directly,
+  timed from the whole trace's start so that shards line up):
+    trace-slice --shard 2/4 trace.jsonl > shard2.jsonl";
 
 /// Select records of a trace: a time window, a range of positions, a
 /// sample, sessions, or one shard of N.

@@ -166,9 +166,16 @@ pub struct Args {
     pub warmup: u64,
 
     /// Start the run at this wall-clock time (RFC 3339), so that shards on
-    /// several machines start together.
+    /// several machines start together. A time already past is an error.
     #[arg(long, value_name = "TIME", value_parser = clock::parse_rfc3339)]
     pub start_at: Option<SystemTime>,
+
+    /// Replay shard K of N (as trace-slice --shard deals them: by session,
+    /// else by position), scheduled from the whole trace's first timestamp
+    /// so that shards run together; results carry `"shard": "K/N"` and
+    /// their position in the whole trace as `index`.
+    #[arg(long, value_name = "K/N", value_parser = crate::slice::parse_shard)]
+    pub shard: Option<(u64, u64)>,
 
     /// Print the schedule (one JSON line per request) and send nothing.
     #[arg(long)]
@@ -233,6 +240,8 @@ enum Read {
     Unsent(Prepared),
     /// A record that stops the run.
     Failed(Error),
+    /// The timestamp the schedule counts from (a shard's whole trace's).
+    Origin(f64),
 }
 
 /// What the runtime's tasks and the signal handler tell the dispatcher.
@@ -469,6 +478,100 @@ pub fn endpoint_url(base: &str, endpoint: Endpoint) -> String {
     format!("{base}{}", endpoint.path())
 }
 
+/// The records a run takes on, in order: parsed, filtered to the shard,
+/// counted against --warmup and --limit, and prepared (or, once the run is
+/// stopping, only outlined). Shared by the run and --dry-run.
+struct Feed<'a> {
+    args: &'a Args,
+    opts: &'a BodyOptions,
+    lines: Lines,
+    prompts: LazyPrompts<'a>,
+    skipper: Skipper,
+    /// Position of the next record in the input.
+    index: u64,
+    /// Records taken on so far.
+    taken: u64,
+    /// Timestamp of the input's first record.
+    first_timestamp: Option<f64>,
+    ended: bool,
+}
+
+impl<'a> Feed<'a> {
+    fn new(args: &'a Args, inputs: &[InputSpec], opts: &'a BodyOptions) -> Feed<'a> {
+        Feed {
+            args,
+            opts,
+            lines: Lines::new(inputs),
+            prompts: LazyPrompts { args, synth: None },
+            skipper: Skipper::new(&args.skip_invalid),
+            index: 0,
+            taken: 0,
+            first_timestamp: None,
+            ended: false,
+        }
+    }
+
+    /// The next record to take on; `outline_only` skips building the body.
+    /// Errors are records that stop the run (or unreadable input).
+    fn next(&mut self, outline_only: bool) -> Result<Option<Prepared>> {
+        let wanted = self.args.limit.map(|n| n.saturating_add(self.args.warmup));
+        loop {
+            let line = match wanted {
+                Some(w) if self.taken >= w => None,
+                _ => self.lines.next_line()?,
+            };
+            let Some((loc, line)) = line else {
+                if !self.ended {
+                    self.ended = true;
+                    self.skipper.finish();
+                }
+                return Ok(None);
+            };
+            let rec = match Record::parse_at(line, &loc) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    self.skipper.skip(e)?;
+                    continue;
+                }
+            };
+            let index = self.index;
+            self.index += 1;
+            if self.first_timestamp.is_none() {
+                self.first_timestamp = rec.timestamp().ok().flatten();
+            }
+            if let Some((k, n)) = self.args.shard {
+                let session = rec.session_id().ok().flatten();
+                if crate::slice::shard_of(session.as_deref(), index, n) != k - 1 {
+                    continue;
+                }
+            }
+            let prepared = if outline_only {
+                Ok(
+                    request::outline(&rec, index, self.opts).unwrap_or_else(|_| Prepared {
+                        index,
+                        ..Prepared::default()
+                    }),
+                )
+            } else {
+                request::prepare(&rec, index, self.opts, &mut self.prompts)
+            };
+            match prepared {
+                Ok(p) => {
+                    self.taken += 1;
+                    return Ok(Some(p));
+                }
+                Err(PrepareError::Record(e)) => self.skipper.skip(e.at(&loc))?,
+                Err(PrepareError::Fatal(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether the last record taken is a warmup one.
+    fn in_warmup(&self) -> bool {
+        self.taken <= self.args.warmup
+    }
+}
+
 /// The reader thread: parse and prepare records ahead of the schedule.
 fn read_records(
     args: &Args,
@@ -477,57 +580,30 @@ fn read_records(
     out: SyncSender<Read>,
     shared: &Shared,
 ) {
-    let mut prompts = LazyPrompts { args, synth: None };
-    let mut skipper = Skipper::new(&args.skip_invalid);
-    let mut lines = Lines::new(inputs);
-    let wanted = args.limit.map(|n| n.saturating_add(args.warmup));
-    let mut index = 0u64;
+    let mut feed = Feed::new(args, inputs, opts);
+    let mut origin_sent = false;
     loop {
-        if wanted.is_some_and(|w| index >= w) {
-            break;
-        }
-        let (loc, line) = match lines.next_line() {
-            Ok(Some(x)) => x,
-            Ok(None) => break,
-            Err(e) => {
-                let _ = out.send(Read::Failed(e));
-                return;
-            }
+        let stopping = shared.stopping.load(Ordering::SeqCst);
+        let msg = match feed.next(stopping) {
+            Ok(Some(p)) if stopping => Read::Unsent(p),
+            Ok(Some(p)) => Read::Ready(p),
+            Ok(None) => return,
+            Err(e) => Read::Failed(e),
         };
-        let rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => match skipper.skip(e) {
-                Ok(()) => continue,
-                Err(e) => {
-                    let _ = out.send(Read::Failed(e));
+        // Shards of one trace share its origin, so that they line up.
+        if args.shard.is_some() && !origin_sent && !feed.in_warmup() {
+            origin_sent = true;
+            if let Some(ts) = feed.first_timestamp {
+                if out.send(Read::Origin(ts)).is_err() {
                     return;
                 }
-            },
-        };
-        let msg = if shared.stopping.load(Ordering::SeqCst) {
-            // Only labels for a `cancelled` result: no prompt to build.
-            let p = request::outline(&rec, index, opts).unwrap_or_else(|_| Prepared {
-                index,
-                ..Prepared::default()
-            });
-            Read::Unsent(p)
-        } else {
-            match request::prepare(&rec, index, opts, &mut prompts) {
-                Ok(p) => Read::Ready(p),
-                Err(PrepareError::Record(e)) => match skipper.skip(e.at(&loc)) {
-                    Ok(()) => continue,
-                    Err(e) => Read::Failed(e),
-                },
-                Err(PrepareError::Fatal(e)) => Read::Failed(e),
             }
-        };
-        index += 1;
+        }
         let failed = matches!(msg, Read::Failed(_));
         if out.send(msg).is_err() || failed {
             return;
         }
     }
-    skipper.finish();
 }
 
 /// The dispatcher: owns the schedule, sends requests when due.
@@ -578,10 +654,18 @@ impl Dispatcher<'_> {
             return Err(e);
         }
         if let Some(at) = self.args.start_at {
-            match at.duration_since(SystemTime::now()) {
-                Ok(wait) => thread::sleep(wait),
-                Err(_) => cli::warn("--start-at is in the past: starting now"),
+            let wait = at.duration_since(SystemTime::now()).map_err(|_| {
+                Error::usage(format!(
+                    "--start-at {} is already past (the read-ahead and the warmup are done first)",
+                    clock::rfc3339(at)
+                ))
+            })?;
+            if !clock_synchronized() {
+                cli::warn(
+                    "the system clock is not synchronized (NTP): shards on other machines may start apart",
+                );
             }
+            thread::sleep(wait);
         }
         let start = Instant::now();
         self.origin = start;
@@ -679,6 +763,7 @@ impl Dispatcher<'_> {
                     self.launch(req, 0.0, true);
                 }
                 Some(Read::Unsent(req)) => self.unsent(req, None, true),
+                Some(Read::Origin(_)) => continue,
                 Some(Read::Failed(e)) => {
                     self.reader_done = true;
                     self.failure = Some(e);
@@ -744,6 +829,7 @@ impl Dispatcher<'_> {
         match read {
             Read::Ready(req) => schedule.push(req),
             Read::Unsent(req) => self.unsent(req, None, false),
+            Read::Origin(ts) => schedule.set_origin(ts),
             Read::Failed(e) => {
                 self.reader_done = true;
                 self.failure = Some(e);
@@ -792,6 +878,11 @@ impl Dispatcher<'_> {
         }
     }
 
+    /// `K/N` for results of a shard.
+    fn shard_label(&self) -> Option<String> {
+        self.args.shard.map(|(k, n)| format!("{k}/{n}"))
+    }
+
     /// Hand one request to the runtime.
     fn launch(&self, req: Prepared, scheduled_ms: f64, warmup: bool) {
         let origin = self.origin;
@@ -799,6 +890,7 @@ impl Dispatcher<'_> {
         let target = self.target.clone();
         let results = self.results.clone();
         let mut cancel = self.shared.cancel.subscribe();
+        let shard = self.shard_label();
         self.shared
             .counters
             .sent
@@ -813,6 +905,7 @@ impl Dispatcher<'_> {
                 clock::rfc3339(SystemTime::now()),
             );
             result.warmup = warmup;
+            result.shard = shard;
             let lag_ms = sent_ms - scheduled_ms;
             shared
                 .counters
@@ -844,6 +937,7 @@ impl Dispatcher<'_> {
             clock::rfc3339(SystemTime::now()),
         );
         r.warmup = warmup;
+        r.shard = self.shard_label();
         r.error = Some("not sent: the run was stopped".into());
         let _ = self.results.send(r);
     }
@@ -865,6 +959,7 @@ impl Dispatcher<'_> {
                         self.failure = Some(e);
                         break;
                     }
+                    Ok(Read::Origin(_)) => {}
                     Err(_) => break,
                 }
             }
@@ -888,6 +983,25 @@ fn precise_sleep() {
     // the calling thread's timer slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+/// Whether the kernel says the clock is synchronized (adjtimex does not
+/// report TIME_ERROR); true where that cannot be read.
+fn clock_synchronized() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: adjtimex with modes = 0 only reads the clock's state
+        // into the zeroed struct it is given.
+        let state = unsafe {
+            let mut tx: libc::timex = std::mem::zeroed();
+            libc::adjtimex(&mut tx)
+        };
+        state != libc::TIME_ERROR
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
     }
 }
 
@@ -1021,35 +1135,15 @@ fn final_line(args: &Args, shared: &Shared, lag: &Dist, late: u64, elapsed_ms: O
 /// --dry-run: the schedule as JSON lines, nothing sent.
 fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
-    let mut prompts = LazyPrompts { args, synth: None };
-    let mut skipper = Skipper::new(&args.skip_invalid);
-    let mut lines = Lines::new(inputs);
-    let wanted = args.limit.map(|n| n.saturating_add(args.warmup));
+    let mut feed = Feed::new(args, inputs, opts);
     let mut sessions = std::collections::HashSet::new();
     let mut origin: Option<f64> = None;
     let mut last_ts = 0.0;
-    let mut index = 0u64;
-    while let Some((loc, line)) = lines.next_line()? {
-        if wanted.is_some_and(|w| index >= w) {
-            break;
+    while let Some(req) = feed.next(false)? {
+        let warmup = feed.in_warmup();
+        if !warmup && args.shard.is_some() {
+            origin = origin.or(feed.first_timestamp);
         }
-        let rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => {
-                skipper.skip(e)?;
-                continue;
-            }
-        };
-        let req = match request::prepare(&rec, index, opts, &mut prompts) {
-            Ok(p) => p,
-            Err(PrepareError::Record(e)) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
-            Err(PrepareError::Fatal(e)) => return Err(e),
-        };
-        let warmup = index < args.warmup;
-        index += 1;
         let ts = req.timestamp.unwrap_or(last_ts);
         last_ts = ts;
         let follows = match &req.session_id {
@@ -1093,7 +1187,6 @@ fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outc
         }
         out.write_line(line.to_string().as_bytes())?;
     }
-    skipper.finish();
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -125,6 +125,13 @@ impl<T: Turn> Schedule<T> {
         }
     }
 
+    /// Count time from this timestamp rather than the first record's (for
+    /// a shard of a trace: its whole trace's first); before any record.
+    pub fn set_origin(&mut self, timestamp: f64) {
+        self.origin.get_or_insert(timestamp);
+        self.last_timestamp = timestamp;
+    }
+
     /// Records waiting by timestamp (the read-ahead).
     pub fn queued(&self) -> usize {
         self.by_timestamp.len()

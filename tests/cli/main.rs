@@ -3,6 +3,7 @@
 mod golden;
 mod man;
 mod pipes;
+mod real_server;
 mod replay;
 mod rescale;
 mod servers;

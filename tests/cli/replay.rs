@@ -574,3 +574,99 @@ fn a_closed_output_ends_the_run_quietly() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+#[test]
+fn shards_replay_every_record_once_and_merge_into_one_run() {
+    let dir = TestDir::new("replay-shards");
+    let recs: Vec<Value> = (0..120)
+        .map(|i| {
+            let mut r = json!({"timestamp": 5 + i * 5, "text_input": "a b", "output_length": 2});
+            if i % 3 == 0 {
+                r["session_id"] = json!(format!("s{}", i % 7));
+            }
+            r
+        })
+        .collect();
+    dir.write("trace.jsonl", trace(&recs));
+    let sim = Sim::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let at =
+        tracekit::replay::clock::rfc3339(std::time::SystemTime::now() + Duration::from_secs(3));
+    let children: Vec<_> = (1..=4)
+        .map(|k| {
+            Command::new(bin("trace-replay"))
+                .current_dir(&dir.path)
+                .args(["--quiet", "--url", &sim.url, "--start-at", &at])
+                .args([
+                    "--shard",
+                    &format!("{k}/4"),
+                    "-o",
+                    &format!("shard{k}.ndjson"),
+                ])
+                .arg("trace.jsonl")
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut all = Vec::new();
+    for k in 1..=4 {
+        let text = String::from_utf8(dir.read(&format!("shard{k}.ndjson"))).unwrap();
+        for line in text.lines() {
+            let r: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(r["shard"], format!("{k}/4"), "{r}");
+            // Scheduled from the whole trace's first record, not the shard's.
+            let i = r["index"].as_u64().unwrap();
+            assert_eq!(ms(&r["scheduled_ms"]), (i * 5) as f64, "{r}");
+            all.push(line.to_string());
+        }
+    }
+    let run = Run {
+        desc: "shards".into(),
+        code: 0,
+        stdout: all.join("\n").into_bytes(),
+        stderr: String::new(),
+    };
+    let r = by_index(&run, 120);
+    // A session stays on one shard.
+    let mut shard_of_session = BTreeMap::new();
+    for x in r.values().filter(|x| x.get("session_id").is_some()) {
+        let prev = shard_of_session.insert(x["session_id"].to_string(), x["shard"].clone());
+        assert!(prev.is_none_or(|p| p == x["shard"]), "{x}");
+    }
+    let merged = dir
+        .cmd("trace-summarize")
+        .args([
+            "--format",
+            "json",
+            "shard1.ndjson",
+            "shard2.ndjson",
+            "shard3.ndjson",
+            "shard4.ndjson",
+        ])
+        .run();
+    merged.ok();
+    assert_eq!(merged.json()["requests"]["total"], 120);
+    assert_eq!(merged.json()["requests"]["ok"], 120);
+
+    let past = dir
+        .cmd("trace-replay")
+        .args(["--sim", "--start-at", "2020-01-01T00:00:00Z", "trace.jsonl"])
+        .run();
+    past.code(2);
+    assert!(past.stdout.is_empty());
+    assert!(
+        past.stderr
+            .contains("--start-at 2020-01-01T00:00:00.000000Z is already past"),
+        "{}",
+        past.stderr
+    );
+}

@@ -1,0 +1,371 @@
+//! Replay against a real server: llama.cpp's llama-server on CPU with a tiny
+//! random-weight model that has GPT-2's tokenizer (so its prompt token
+//! counts equal tiktoken's r50k_base). `scripts/real-server.sh` builds both
+//! into a cache; without it these tests say they were skipped.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::{Run, TestDir, bin};
+
+/// The cached server binary and model, if scripts/real-server.sh made them.
+fn cached() -> Option<(PathBuf, PathBuf)> {
+    let cache = std::env::var_os("TRACEKIT_SERVER_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tracekit-real-servers"))
+        })?;
+    let model = cache.join("models/tiny-gpt2.gguf");
+    let server = std::fs::read_dir(&cache)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin/llama-server"))
+        .find(|p| p.is_file())?;
+    model.is_file().then_some((server, model))
+}
+
+/// A llama-server on a free loopback port, killed when dropped.
+struct Llama {
+    child: Child,
+    url: String,
+}
+
+impl Llama {
+    /// Start one; `None` (with a note) when the server is not built.
+    fn start(slots: u32, context: u32) -> Option<Llama> {
+        let Some((server, model)) = cached() else {
+            // CI builds the server first and sets this, so a broken build
+            // fails there instead of skipping.
+            assert!(
+                std::env::var_os("TRACEKIT_REQUIRE_REAL_SERVER").is_none(),
+                "llama-server is not built: run scripts/real-server.sh"
+            );
+            eprintln!("skipped: run scripts/real-server.sh to build llama-server for these tests");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(server)
+            .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "-a",
+                "tiny",
+                "-t",
+                "1",
+                "-n",
+                "4096",
+            ])
+            .args([
+                "-c",
+                &context.to_string(),
+                "-np",
+                &slots.to_string(),
+                "--no-webui",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let llama = Llama {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !llama.healthy(port) {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(llama)
+    }
+
+    fn healthy(&self, port: u16) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.1 200")
+    }
+}
+
+impl Drop for Llama {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn trace(records: &[Value]) -> String {
+    records.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// trace-synth (GPT-2 tokenizer) then trace-replay; the results.
+fn synth_and_replay(dir: &TestDir, input: &str, replay_args: &[&str]) -> Run {
+    dir.write("trace.jsonl", input);
+    let synth = dir
+        .cmd("trace-synth")
+        .args([
+            "--tokenizer",
+            "r50k_base",
+            "-o",
+            "prompts.jsonl",
+            "trace.jsonl",
+        ])
+        .run();
+    synth.ok();
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--quiet"])
+        .args(replay_args)
+        .arg("prompts.jsonl")
+        .run();
+    run.code(0);
+    run
+}
+
+fn summarize(dir: &TestDir, results: &Run) -> Value {
+    dir.write("results.ndjson", &results.stdout);
+    let s = dir
+        .cmd("trace-summarize")
+        .args(["--format", "json", "results.ndjson"])
+        .run();
+    s.ok();
+    s.json()
+}
+
+/// Records of varied lengths whose hash_ids share prefixes.
+fn varied(n: u64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let len = 1 + (i * 37) % 1200;
+            let blocks = len.div_ceil(512);
+            let ids: Vec<u64> = (0..blocks).map(|k| if k == 0 { i % 4 } else { 100 + i * 10 + k }).collect();
+            json!({"timestamp": i * 4, "input_length": len, "output_length": 1 + i % 6, "hash_ids": ids})
+        })
+        .collect()
+}
+
+#[test]
+fn completions_prompt_and_output_tokens_are_exact() {
+    let Some(llama) = Llama::start(4, 65536) else {
+        return;
+    };
+    let dir = TestDir::new("real-completions");
+    let run = synth_and_replay(
+        &dir,
+        &trace(&varied(200)),
+        &[
+            "--url",
+            &llama.url,
+            "--endpoint",
+            "completions",
+            "--ignore-eos",
+        ],
+    );
+    let results = run.json_lines();
+    assert_eq!(results.len(), 200);
+    for r in &results {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["prompt_tokens"], r["input_length"], "{r}");
+        assert_eq!(r["completion_tokens"], r["output_length"], "{r}");
+    }
+    let s = summarize(&dir, &run);
+    for key in ["input_length_error", "output_length_error"] {
+        let e = &s[key];
+        assert_eq!(
+            (&e["mean"], &e["min"], &e["max"]),
+            (&json!(0.0), &json!(0), &json!(0)),
+            "{key}: {e}"
+        );
+    }
+}
+
+#[test]
+fn chat_streams_have_timings_usage_and_a_constant_template_offset() {
+    let Some(llama) = Llama::start(4, 65536) else {
+        return;
+    };
+    let dir = TestDir::new("real-chat");
+    let run = synth_and_replay(
+        &dir,
+        &trace(&varied(60)),
+        &["--url", &llama.url, "--ignore-eos"],
+    );
+    let results = run.json_lines();
+    let offsets: std::collections::BTreeSet<i64> = results
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "ok", "{r}");
+            assert!(r["ttft_ms"].is_f64() && r["first_chunk_ms"].is_f64(), "{r}");
+            let out = r["output_length"].as_u64().unwrap();
+            assert_eq!(r["completion_tokens"], out, "{r}");
+            assert!(
+                r["itl_ms"].as_array().unwrap().len() as u64 <= out.saturating_sub(1),
+                "{r}"
+            );
+            r["prompt_tokens"].as_i64().unwrap() - r["input_length"].as_i64().unwrap()
+        })
+        .collect();
+    // The tiny model's template adds the same tokens to every one-message chat.
+    assert_eq!(offsets.len(), 1, "{offsets:?}");
+    let offset = *offsets.iter().next().unwrap();
+    assert!(offset > 0);
+    let e = &summarize(&dir, &run)["input_length_error"];
+    assert_eq!(
+        (&e["min"], &e["max"]),
+        (&json!(offset), &json!(offset)),
+        "{e}"
+    );
+}
+
+#[test]
+fn kept_alive_streams_in_a_row_never_fail() {
+    // llama-server closes the connection after each streamed answer; the
+    // pooled connection is then stale, and replay must send again.
+    let Some(llama) = Llama::start(1, 4096) else {
+        return;
+    };
+    let dir = TestDir::new("real-keepalive");
+    let recs: Vec<Value> = (0..500)
+        .map(|i| json!({"timestamp": i, "input_length": 8, "output_length": 2}))
+        .collect();
+    let run = synth_and_replay(
+        &dir,
+        &trace(&recs),
+        &["--url", &llama.url, "--concurrency", "1"],
+    );
+    let results = run.json_lines();
+    assert_eq!(results.len(), 500);
+    let errors: Vec<&Value> = results.iter().filter(|r| r["status"] != "ok").collect();
+    assert!(
+        errors.is_empty(),
+        "{} errors, first: {}",
+        errors.len(),
+        errors[0]
+    );
+}
+
+#[test]
+fn more_requests_than_slots_queue_on_the_server_not_in_the_client() {
+    let Some(llama) = Llama::start(2, 8192) else {
+        return;
+    };
+    let dir = TestDir::new("real-slots");
+    let recs: Vec<Value> = (0..12)
+        .map(|i| json!({"timestamp": 0, "input_length": 64 + i, "output_length": 48}))
+        .collect();
+    let run = synth_and_replay(&dir, &trace(&recs), &["--url", &llama.url, "--ignore-eos"]);
+    let results = run.json_lines();
+    let mut ttft: Vec<f64> = results
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "ok", "{r}");
+            // Open loop: every request is due at 0 and none waits for another.
+            assert_eq!(r["scheduled_ms"], 0.0, "{r}");
+            r["ttft_ms"].as_f64().unwrap()
+        })
+        .collect();
+    ttft.sort_by(f64::total_cmp);
+    // Ten of the twelve wait for a slot: their TTFT includes whole answers.
+    assert!(ttft[11] > 2.0 * ttft[0], "{ttft:?}");
+}
+
+#[test]
+fn a_prompt_over_the_context_is_an_error_result_and_the_run_goes_on() {
+    let Some(llama) = Llama::start(1, 1024) else {
+        return;
+    };
+    let dir = TestDir::new("real-context");
+    let recs = [
+        json!({"timestamp": 0, "input_length": 20, "output_length": 2}),
+        json!({"timestamp": 1, "input_length": 3000, "output_length": 2}),
+        json!({"timestamp": 2, "input_length": 20, "output_length": 2}),
+    ];
+    let run = synth_and_replay(
+        &dir,
+        &trace(&recs),
+        &["--url", &llama.url, "--endpoint", "completions"],
+    );
+    let mut results = run.json_lines();
+    results.sort_by_key(|r| r["index"].as_u64());
+    assert_eq!(results[0]["status"], "ok");
+    assert_eq!(results[2]["status"], "ok");
+    let big = &results[1];
+    assert_eq!(big["status"], "error", "{big}");
+    assert_eq!(big["http_status"], 400, "{big}");
+    assert!(
+        big["error"].as_str().unwrap().starts_with("HTTP 400: "),
+        "{big}"
+    );
+}
+
+#[test]
+fn a_server_killed_mid_run_still_gives_one_result_per_record() {
+    let Some(mut llama) = Llama::start(2, 4096) else {
+        return;
+    };
+    let dir = TestDir::new("real-killed");
+    let recs: Vec<Value> = (0..100)
+        .map(|i| json!({"timestamp": i * 20, "input_length": 16, "output_length": 16}))
+        .collect();
+    dir.write("trace.jsonl", trace(&recs));
+    let child = Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args([
+            "--quiet",
+            "--url",
+            &llama.url,
+            "--ignore-eos",
+            "-o",
+            "out.ndjson",
+            "trace.jsonl",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..500 {
+        let n = std::fs::read_to_string(dir.join("out.ndjson")).map_or(0, |t| t.lines().count());
+        if n >= 20 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    llama.child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(dir.read("out.ndjson")).unwrap();
+    let mut seen: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["index"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    let errors = text
+        .lines()
+        .filter(|l| l.contains("\"status\":\"error\""))
+        .count();
+    assert!(errors >= 50, "{errors}");
+}
