@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod deploy;
 mod golden;
 mod man;
 mod pipes;
