@@ -11,6 +11,8 @@
 #   batch5000   5,000 requests/s for 10 s, not streaming
 #   memory      1 M requests, 64 closed-loop workers, not streaming
 #               (peak RSS against a 100 k run: flat memory means equal)
+#   shards      a 2,000 requests/s, 10 s streaming trace from one process,
+#               then from 4 --shard processes sharing one --start-at
 #   aiperf      the stream1000 trace with AIPerf's fixed schedule (AIPerf
 #               is installed from PyPI into $WORK unless AIPERF names one)
 #
@@ -20,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"stream1000 batch5000 memory aiperf"}
+RUNS=${RUNS:-"stream1000 batch5000 memory shards aiperf"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
 mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
@@ -99,6 +101,25 @@ for run in $RUNS; do
         replay "mem$n" "$WORK/mem$n.jsonl" --no-stream --concurrency 64
         stop_sim
       done
+      ;;
+    shards)
+      make_trace 20000 2000 16 "$WORK/shards.jsonl"
+      start_sim "$WORK/single.arrivals"
+      replay single "$WORK/shards.jsonl"
+      stop_sim
+      lateness "$WORK/shards.jsonl" "$WORK/single.arrivals"
+      start_sim "$WORK/shards.arrivals"
+      at=$(python3 -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) + d.timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))')
+      pids=
+      for k in 1 2 3 4; do
+        "$BIN/trace-replay" --quiet --url "$URL" --shard "$k/4" --start-at "$at" \
+          "$WORK/shards.jsonl" > "$WORK/shard$k.ndjson" 2> "$WORK/shard$k.err" &
+        pids="$pids $!"
+      done
+      wait $pids
+      for k in 1 2 3 4; do echo "shard $k/4: $(tail -1 "$WORK/shard$k.err" | sed 's/^trace-replay: //')"; done
+      stop_sim
+      lateness "$WORK/shards.jsonl" "$WORK/shards.arrivals"
       ;;
     aiperf)
       # AIPerf from PyPI, in a virtualenv of its own. Its "builtin"
