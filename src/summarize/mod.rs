@@ -2,6 +2,7 @@
 
 pub mod metrics;
 pub mod report;
+pub mod requests;
 
 use std::collections::BTreeMap;
 
@@ -39,7 +40,10 @@ Examples:
     trace-summarize --fail-if 'ttft.p99>500ms' --fail-if 'requests.error>0' run.ndjson
 
   The shards of a replay from four machines, as one run:
-    trace-summarize shard-*.ndjson";
+    trace-summarize shard-*.ndjson
+
+  One row per request, for a spreadsheet:
+    trace-summarize --requests csv run.ndjson > requests.csv";
 
 /// Summarize replay results (NDJSON): request counts, throughput, TTFT,
 /// TPOT, ITL, end-to-end latency, dispatch lag, length fidelity, prefix
@@ -120,6 +124,14 @@ pub struct Args {
     /// that is null (no ok request) counts as crossed.
     #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
     pub fail_if: Vec<Threshold>,
+
+    /// Instead of the summary, one row per result with its figures (lag,
+    /// TTFT and TPOT under the first --convention, ITL count, mean and max):
+    /// csv (with a header, for spreadsheets) or json (each result line with
+    /// those figures added).
+    #[arg(long, value_enum, value_name = "FORMAT",
+          conflicts_with_all = ["fail_if", "window", "by", "slo", "format"])]
+    pub requests: Option<requests::RequestsFormat>,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -294,6 +306,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
     }
 
     let inputs = io::input_specs(&args.input.files)?;
+    if let Some(format) = args.requests {
+        let mut lines = Lines::new(&inputs);
+        let mut out = Output::open(args.output.output.as_deref())?;
+        let mut skipper = Skipper::new(&args.skip_invalid);
+        requests::export(&mut lines, &mut out, format, conventions[0], &mut skipper)?;
+        skipper.finish();
+        out.finish()?;
+        return Ok(Outcome::Success);
+    }
     let fold = FoldOptions {
         conventions,
         slo: &slo,

@@ -408,3 +408,51 @@ per request          2  50.5  49.5    1    1    100  100
             .starts_with("### trace-summarize: 2 requests")
     );
 }
+
+#[test]
+fn one_row_per_request_for_spreadsheets() {
+    let input = concat!(
+        r#"{"index":0,"id":"a","scheduled_ms":10.0,"sent_ms":10.5,"start_time":"2026-11-23T10:00:00.010500Z","ttft_ms":100.0,"first_chunk_ms":50.0,"e2e_ms":400.0,"itl_ms":[100.0,200.0],"input_length":5,"output_length":3,"prompt_tokens":6,"completion_tokens":4,"cached_tokens":null,"finish_reason":"stop","status":"ok","http_status":200}"#,
+        "\n",
+        r#"{"index":1,"session_id":"s","scheduled_ms":20.0,"sent_ms":20.0,"start_time":"2026-11-23T10:00:00.020000Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":null,"output_length":null,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":500,"error":"HTTP 500: boom, really"}"#,
+        "\n"
+    );
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "csv"])
+        .stdin(input)
+        .run();
+    run.ok();
+    // Worked out by hand: lag = sent - scheduled; TPOT = (400 - 100) / (4 - 1).
+    assert_text_eq(
+        &run.stdout_str(),
+        "index,id,session_id,model,shard,warmup,status,http_status,error,scheduled_ms,sent_ms,lag_ms,ttft_ms,first_chunk_ms,tpot_ms,e2e_ms,itl_count,itl_mean_ms,itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tokens,finish_reason\n\
+         0,a,,,,false,ok,200,,10,10.5,0.5,100,50,100,400,2,150,200,5,6,3,4,,stop\n\
+         1,,s,,,false,error,500,\"HTTP 500: boom, really\",20,20,0,,,,,0,,,,,,,,\n",
+    );
+    let mut rows = csv::Reader::from_reader(run.stdout.as_slice());
+    assert_eq!(rows.records().count(), 2);
+
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "json", "--convention", "vllm"])
+        .stdin(input)
+        .run();
+    run.ok();
+    let first: Value = serde_json::from_str(run.lines()[0].as_str()).unwrap();
+    assert_eq!(first["id"], "a");
+    // Under vLLM's convention TTFT is the first chunk: (400 - 50) / 3.
+    assert_eq!(first["tpot_ms"], 116.667);
+    assert_eq!(
+        (
+            &first["lag_ms"],
+            &first["itl_count"],
+            &first["itl_mean_ms"],
+            &first["itl_max_ms"]
+        ),
+        (
+            &Value::from(0.5),
+            &Value::from(2),
+            &Value::from(150.0),
+            &Value::from(200.0)
+        )
+    );
+}
