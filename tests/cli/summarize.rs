@@ -456,3 +456,62 @@ fn one_row_per_request_for_spreadsheets() {
         )
     );
 }
+
+#[test]
+fn plots_overlay_runs_and_keep_the_spike() {
+    let dir = TestDir::new("summarize-plot");
+    let result = |i: u64, e2e: f64| {
+        format!(
+            r#"{{"index":{i},"scheduled_ms":{s},"sent_ms":{s},"start_time":"2026-11-23T10:00:00Z","ttft_ms":20.0,"first_chunk_ms":10.0,"e2e_ms":{e2e},"itl_ms":[1.0],"input_length":5,"output_length":2,"prompt_tokens":5,"completion_tokens":2,"cached_tokens":0,"finish_reason":"length","status":"ok","http_status":200}}"#,
+            s = i * 10
+        )
+    };
+    // 20,000 requests in run A, one of them 50 s long; 100 in run B.
+    let a: String = (0..20_000u64)
+        .map(|i| {
+            result(
+                i,
+                if i == 12_345 {
+                    50_000.0
+                } else {
+                    100.0 + (i % 10) as f64
+                },
+            ) + "\n"
+        })
+        .collect();
+    let b: String = (0..100u64).map(|i| result(i, 300.0) + "\n").collect();
+    dir.write("A.ndjson", a);
+    dir.write("B.ndjson", b);
+    for name in ["plot.svg", "plot.html"] {
+        dir.cmd("trace-summarize")
+            .args(["--plot", name, "-o", "summary.txt", "A.ndjson", "B.ndjson"])
+            .run()
+            .ok();
+        let text = String::from_utf8(dir.read(name)).unwrap();
+        let svg = if name.ends_with(".html") {
+            assert!(text.starts_with("<!DOCTYPE html>"));
+            let start = text.find("<svg").unwrap();
+            let end = text.rfind("</svg>").unwrap() + "</svg>".len();
+            text[start..end].to_string()
+        } else {
+            text
+        };
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.is_element())
+            .filter_map(|n| n.text())
+            .collect();
+        let count = |s: &str| texts.iter().filter(|t| t.trim() == s).count();
+        // Latency by time and by percentile: one legend entry per run and metric.
+        for run in ["A.ndjson", "B.ndjson"] {
+            assert_eq!(count(&format!("{run} TTFT")), 2, "{run}");
+            assert_eq!(count(&format!("{run} E2E")), 2, "{run}");
+            assert_eq!(count(run), 2, "{run}: in flight and tokens/s");
+        }
+        // The 50 s spike sets the latency axes: their top label is 10^4+ ms.
+        assert!(texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
+        assert!(svg.len() < 3_000_000, "{} bytes", svg.len());
+    }
+}

@@ -1,0 +1,397 @@
+//! `trace-summarize --plot`: one picture of one or more runs: every
+//! request's latency over time, requests in flight and output tokens/s,
+//! and latency percentiles, runs overlaid.
+//!
+//! Large runs are thinned for drawing per pixel column, keeping each
+//! column's minimum and maximum, so spikes are never dropped.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::result::{ResultView, Status};
+
+/// Width of the picture, pixels; also the number of columns points are
+/// thinned to.
+const WIDTH: u32 = 1200;
+const PANEL_HEIGHT: u32 = 320;
+
+/// One request, as the plot needs it (16 bytes: runs of millions fit).
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    sent_s: f32,
+    end_s: f32,
+    ttft_ms: f32,
+    e2e_ms: f32,
+    tokens: u32,
+}
+
+/// The requests of one run.
+#[derive(Debug, Default)]
+pub struct Series {
+    pub name: String,
+    points: Vec<Point>,
+    errors: Vec<(f32, f32)>,
+}
+
+impl Series {
+    /// A run named `name` (its file).
+    pub fn new(name: &str) -> Series {
+        Series {
+            name: name.to_string(),
+            ..Series::default()
+        }
+    }
+
+    /// Add one result (warmup results are left out, as in the summary).
+    pub fn add(&mut self, r: &ResultView, ttft_ms: Option<f64>) {
+        if r.warmup {
+            return;
+        }
+        let sent_s = (r.sent_ms / 1000.0) as f32;
+        let e2e = r.e2e_ms.unwrap_or(0.0);
+        if r.status != Status::Ok {
+            if r.status != Status::Cancelled {
+                self.errors.push((sent_s, e2e as f32));
+            }
+            return;
+        }
+        self.points.push(Point {
+            sent_s,
+            end_s: ((r.sent_ms + e2e) / 1000.0) as f32,
+            ttft_ms: ttft_ms.map_or(f32::NAN, |t| t as f32),
+            e2e_ms: r.e2e_ms.map_or(f32::NAN, |t| t as f32),
+            tokens: r.completion_tokens.unwrap_or(0) as u32,
+        });
+    }
+}
+
+/// Thin (x, y) points to at most two per column of `columns` over
+/// [x0, x1]: each column's lowest and highest y. NaN values are dropped.
+pub fn thin(points: &[(f64, f64)], x0: f64, x1: f64, columns: usize) -> Vec<(f64, f64)> {
+    if points.len() <= 2 * columns {
+        return points.iter().copied().filter(|p| !p.1.is_nan()).collect();
+    }
+    let width = (x1 - x0).max(f64::MIN_POSITIVE);
+    let mut lo: Vec<Option<(f64, f64)>> = vec![None; columns];
+    let mut hi: Vec<Option<(f64, f64)>> = vec![None; columns];
+    for &(x, y) in points {
+        if y.is_nan() {
+            continue;
+        }
+        let c = (((x - x0) / width) * columns as f64).clamp(0.0, columns as f64 - 1.0) as usize;
+        if lo[c].is_none_or(|p| y < p.1) {
+            lo[c] = Some((x, y));
+        }
+        if hi[c].is_none_or(|p| y > p.1) {
+            hi[c] = Some((x, y));
+        }
+    }
+    let mut out = Vec::with_capacity(2 * columns);
+    for (l, h) in lo.into_iter().zip(hi) {
+        out.extend(l);
+        if h.is_some() && h != l {
+            out.extend(h);
+        }
+    }
+    out
+}
+
+/// Percentile curve of `values`: (1 / (1 − p), value) at log-spaced p up
+/// to the maximum, as HDR histogram plots draw them.
+fn percentile_curve(values: &mut Vec<f64>) -> Vec<(f64, f64)> {
+    values.retain(|v| !v.is_nan());
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut x = 1.0f64;
+    while x <= n as f64 {
+        let p = 1.0 - 1.0 / x;
+        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
+        out.push((x, values[rank - 1]));
+        x *= 1.1;
+    }
+    out.push((n as f64, values[n - 1]));
+    out
+}
+
+fn plot_error(e: impl std::fmt::Display) -> Error {
+    Error::msg(format!("cannot draw the plot: {e}"))
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+];
+
+fn log_range(lo: f64, hi: f64) -> (f64, f64) {
+    let lo = lo.max(0.01);
+    (lo / 1.5, (hi * 1.5).max(lo * 2.0))
+}
+
+/// Draw `runs` to `path`: `.svg`, or `.html` with the SVG inline.
+pub fn write(path: &Path, runs: &[Series]) -> Result<()> {
+    let mut svg = String::new();
+    draw(&mut svg, runs)?;
+    let name = path.display().to_string();
+    let html = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    let text = if html {
+        format!(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tracekit: {}</title></head>\n<body>\n{svg}\n</body></html>\n",
+            runs.iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        svg
+    };
+    std::fs::write(path, text).map_err(|e| Error::io(name, e))
+}
+
+fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
+    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 4)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let panels = root.split_evenly((4, 1));
+
+    let t_end = runs
+        .iter()
+        .flat_map(|r| {
+            r.points
+                .iter()
+                .map(|p| p.end_s as f64)
+                .chain(r.errors.iter().map(|e| e.0 as f64))
+        })
+        .fold(1.0f64, f64::max);
+    let (lat_lo, lat_hi) = runs
+        .iter()
+        .flat_map(|r| {
+            r.points
+                .iter()
+                .flat_map(|p| [p.ttft_ms as f64, p.e2e_ms as f64])
+        })
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    let (lat_lo, lat_hi) = if lat_hi > 0.0 {
+        log_range(lat_lo, lat_hi)
+    } else {
+        (0.1, 1000.0)
+    };
+
+    // 1. Every request's TTFT and E2E at its send time; errors on the floor.
+    {
+        let mut chart = ChartBuilder::on(&panels[0])
+            .caption(
+                "latency of each request (ms, log) by send time (s)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        for (i, run) in runs.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let ttft: Vec<(f64, f64)> = run
+                .points
+                .iter()
+                .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
+                .collect();
+            let e2e: Vec<(f64, f64)> = run
+                .points
+                .iter()
+                .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
+                .collect();
+            chart
+                .draw_series(
+                    thin(&ttft, 0.0, t_end, WIDTH as usize)
+                        .into_iter()
+                        .map(|p| Circle::new(p, 2, color.filled())),
+                )
+                .map_err(plot_error)?
+                .label(format!("{} TTFT", run.name))
+                .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+            chart
+                .draw_series(
+                    thin(&e2e, 0.0, t_end, WIDTH as usize)
+                        .into_iter()
+                        .map(|p| Cross::new(p, 3, color)),
+                )
+                .map_err(plot_error)?
+                .label(format!("{} E2E", run.name))
+                .legend(move |(x, y)| Cross::new((x + 10, y), 3, color));
+            if !run.errors.is_empty() {
+                let floor = lat_lo * 1.2;
+                let errs: Vec<(f64, f64)> =
+                    run.errors.iter().map(|e| (e.0 as f64, floor)).collect();
+                chart
+                    .draw_series(
+                        thin(&errs, 0.0, t_end, WIDTH as usize)
+                            .into_iter()
+                            .map(|p| TriangleMarker::new(p, 4, RED.filled())),
+                    )
+                    .map_err(plot_error)?
+                    .label(format!("{} errors", run.name))
+                    .legend(|(x, y)| TriangleMarker::new((x + 10, y), 4, RED.filled()));
+            }
+        }
+        legend(&mut chart)?;
+    }
+
+    // 2 and 3. Requests in flight and output tokens/s, per bucket of time.
+    let buckets = ((t_end.ceil() as usize).max(1)).min(WIDTH as usize);
+    let width_s = t_end / buckets as f64;
+    let mut flight: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut tokens: Vec<Vec<(f64, f64)>> = Vec::new();
+    for run in runs {
+        let mut delta = vec![0i64; buckets + 1];
+        let mut out = vec![0u64; buckets];
+        let bucket = |t: f32| ((t as f64 / width_s) as usize).min(buckets - 1);
+        for p in &run.points {
+            delta[bucket(p.sent_s)] += 1;
+            delta[bucket(p.end_s) + 1] -= 1;
+            out[bucket(p.end_s)] += u64::from(p.tokens);
+        }
+        let mut active = 0i64;
+        flight.push(
+            (0..buckets)
+                .map(|b| {
+                    active += delta[b];
+                    (b as f64 * width_s, active as f64)
+                })
+                .collect(),
+        );
+        tokens.push(
+            out.iter()
+                .enumerate()
+                .map(|(b, &n)| (b as f64 * width_s, n as f64 / width_s))
+                .collect(),
+        );
+    }
+    for (panel, (title, data)) in panels[1..3].iter().zip([
+        ("requests in flight by time (s)", &flight),
+        ("output tokens/s by time (s)", &tokens),
+    ]) {
+        let top = data.iter().flatten().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(panel)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_end, 0.0..top)
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        for (i, (run, series)) in runs.iter().zip(data.iter()).enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    series.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_error)?
+                .label(run.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        legend(&mut chart)?;
+    }
+
+    // 4. Latency by percentile, HDR style: x = 1 / (1 − p), log.
+    let mut curves = Vec::new();
+    for run in runs {
+        let mut ttft: Vec<f64> = run.points.iter().map(|p| p.ttft_ms as f64).collect();
+        let mut e2e: Vec<f64> = run.points.iter().map(|p| p.e2e_ms as f64).collect();
+        curves.push((percentile_curve(&mut ttft), percentile_curve(&mut e2e)));
+    }
+    let x_max = curves
+        .iter()
+        .flat_map(|(a, b)| a.iter().chain(b.iter()).map(|p| p.0))
+        .fold(10.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&panels[3])
+        .caption(
+            "latency (ms, log) by percentile: 1/(1-p), so 10 = p90, 100 = p99",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1.0..x_max).log_scale(), (lat_lo..lat_hi).log_scale())
+        .map_err(plot_error)?;
+    chart.configure_mesh().draw().map_err(plot_error)?;
+    for (i, (run, (ttft, e2e))) in runs.iter().zip(&curves).enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(ttft.iter().copied(), color.stroke_width(2)))
+            .map_err(plot_error)?
+            .label(format!("{} TTFT", run.name))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        let dashed = color.mix(0.5).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new(e2e.iter().copied(), dashed))
+            .map_err(plot_error)?
+            .label(format!("{} E2E", run.name))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], dashed));
+    }
+    legend(&mut chart)?;
+    root.present().map_err(plot_error)?;
+    drop(root);
+    Ok(())
+}
+
+fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(plot_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinning_keeps_every_column_extreme() {
+        let mut points: Vec<(f64, f64)> =
+            (0..100_000).map(|i| (i as f64, (i % 7) as f64)).collect();
+        points[54_321].1 = 1e6;
+        points[777].1 = -5.0;
+        let thin = thin(&points, 0.0, 100_000.0, 100);
+        assert!(thin.len() <= 200);
+        assert!(thin.contains(&(54_321.0, 1e6)));
+        assert!(thin.contains(&(777.0, -5.0)));
+    }
+
+    #[test]
+    fn percentile_curve_ends_at_the_maximum() {
+        let mut v: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let c = percentile_curve(&mut v);
+        assert_eq!(c[0], (1.0, 1.0));
+        assert_eq!(*c.last().unwrap(), (1000.0, 1000.0));
+        // 1 / (1 - 0.9) = 10: the p90.
+        let p90 = c.iter().find(|p| p.0 >= 10.0).unwrap();
+        assert!((899.0..=911.0).contains(&p90.1), "{p90:?}");
+    }
+}
