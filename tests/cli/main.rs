@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod convert;
 mod golden;
 mod man;
 mod pipes;
