@@ -126,8 +126,10 @@ pub fn instant(obj: &Object, field: &str) -> Result<Option<(i64, Option<String>)
             });
     }
     if let Value::String(s) = v {
+        // The Langfuse UI's CSV writes dates JSON-encoded: `"2025-…Z"`.
+        let s = s.trim().trim_matches('"');
         if let Some(DateTime { epoch_ns, has_zone }) = time::parse_datetime(s) {
-            return Ok(Some((epoch_ns, (!has_zone).then(|| s.clone()))));
+            return Ok(Some((epoch_ns, (!has_zone).then(|| s.to_string()))));
         }
     }
     Err(FieldError::new(

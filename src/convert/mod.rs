@@ -16,6 +16,7 @@ pub mod burstgpt;
 pub mod container;
 pub mod fields;
 pub mod hashing;
+pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
 pub mod time;
@@ -50,8 +51,8 @@ Examples:
   Keep the conversations themselves, for an exact replay:
     trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
 
-/// Convert LiteLLM logs and public traces (Mooncake, Azure, BurstGPT) to
-/// canonical trace records (JSONL).
+/// Convert LiteLLM and Langfuse logs and public traces (Mooncake, Azure,
+/// BurstGPT) to canonical trace records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
 /// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
@@ -121,6 +122,9 @@ pub enum Format {
     /// LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows
     /// (CSV export, `/spend/logs` JSON).
     Litellm,
+    /// Langfuse observations: API responses, UI download and batch
+    /// export, blob-storage export (with its traces table for sessions).
+    Langfuse,
     /// Mooncake FAST'25 JSONL traces (normalised: sorted, rebased, checked).
     Mooncake,
     /// Azure LLM inference traces, 2023 and 2024 CSVs.
@@ -135,6 +139,7 @@ impl Format {
         match self {
             Format::Auto => "auto",
             Format::Litellm => "litellm",
+            Format::Langfuse => "langfuse",
             Format::Mooncake => "mooncake",
             Format::Azure => "azure",
             Format::Burstgpt => "burstgpt",
@@ -142,8 +147,9 @@ impl Format {
     }
 
     /// Every concrete format, for messages.
-    pub const CONCRETE: [Format; 4] = [
+    pub const CONCRETE: [Format; 5] = [
         Format::Litellm,
+        Format::Langfuse,
         Format::Mooncake,
         Format::Azure,
         Format::Burstgpt,
@@ -160,6 +166,8 @@ pub enum Fate {
     Failed,
     /// A LiteLLM response-cache hit: it never reached a model.
     CacheHit,
+    /// Not a model call (a Langfuse span, event, tool, agent).
+    NotGeneration,
 }
 
 /// What production saw, written as `observed`.
@@ -207,6 +215,8 @@ pub struct Request {
     pub model: Option<String>,
     /// The log's request id.
     pub id: Option<String>,
+    /// The trace it belongs to, to find its session in trace records.
+    pub trace_id: Option<String>,
     /// Observed figures.
     pub observed: Observed,
     /// Served, failed or cache hit.
@@ -232,6 +242,7 @@ impl Request {
             session: None,
             model: None,
             id: None,
+            trace_id: None,
             observed: Observed::default(),
             fate: Fate::Ok,
             prompt: None,
@@ -251,6 +262,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hasher: Option<Hasher>,
+    /// Sessions of traces, by trace id, from trace records read.
+    pub trace_sessions: HashMap<String, String>,
 }
 
 impl Ctx {
@@ -263,6 +276,7 @@ impl Ctx {
             keep_messages: args.keep_messages,
             tokenizer: args.tokenizer.clone(),
             hasher: None,
+            trace_sessions: HashMap::new(),
         }
     }
 
@@ -331,7 +345,15 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
         }
         read_one(format, reader, source, &mut ctx)?;
     }
-    let summary = write(args, ctx.requests, &mut out)?;
+    let mut requests = std::mem::take(&mut ctx.requests);
+    for r in &mut requests {
+        if r.session.is_none() {
+            if let Some(s) = r.trace_id.as_ref().and_then(|t| ctx.trace_sessions.get(t)) {
+                r.session = Some(s.clone());
+            }
+        }
+    }
+    let summary = write(args, requests, &mut out)?;
     out.finish()?;
     ctx.skipper.finish();
     summary.print(ctx.read, ctx.skipper.skipped());
@@ -350,6 +372,7 @@ fn read_one(
         Format::Azure => azure::read(reader, source, ctx),
         Format::Burstgpt => burstgpt::read(reader, source, ctx),
         Format::Litellm => litellm::read(reader, source, ctx),
+        Format::Langfuse => langfuse::read(reader, source, ctx),
     }
 }
 
@@ -401,7 +424,19 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> 
     let head = String::from_utf8_lossy(&head[..head.len().min(64 * 1024)]);
     let head = head.trim_start_matches('\u{feff}').trim_start();
     let found = if head.starts_with('{') || head.starts_with('[') {
-        if head.contains("\"hash_ids\"")
+        if [
+            "\"observations\"",
+            "\"traceId\"",
+            "\"projectId\"",
+            "\"project_id\"",
+            "\"usageDetails\"",
+            "\"usage_details\"",
+        ]
+        .iter()
+        .any(|k| head.contains(k))
+        {
+            Some(Format::Langfuse)
+        } else if head.contains("\"hash_ids\"")
             || (head.contains("\"input_length\"") && head.contains("\"output_length\""))
         {
             Some(Format::Mooncake)
@@ -429,6 +464,10 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> 
             Some(Format::Burstgpt)
         } else if has("request_id") && has("startTime") {
             Some(Format::Litellm)
+        } else if (has("\"traceId\"") || has("traceId"))
+            && (has("\"startTime\"") || has("startTime"))
+        {
+            Some(Format::Langfuse)
         } else {
             None
         }
@@ -491,6 +530,7 @@ fn write(args: &Args, requests: Vec<Request>, out: &mut Output) -> Result<Summar
         let reason = match req.fate {
             Fate::Failed if !args.keep_failed => Some("failed"),
             Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
+            Fate::NotGeneration => Some("not model calls"),
             Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
                 if args.keep_failed {
                     req.fate = Fate::Failed;
@@ -628,6 +668,7 @@ fn build(
         Fate::Ok => "ok",
         Fate::Failed => "error",
         Fate::CacheHit => "cache_hit",
+        Fate::NotGeneration => unreachable!("always dropped"),
     };
     let prompt_tokens = o
         .prompt_tokens

@@ -57,6 +57,35 @@ const EVERY_FIXTURE: &[(&str, &str, usize)] = &[
     ("spend_logs_api_response.constructed.json", "litellm", 2),
     ("real_proxy_standard_logging_payloads.jsonl", "litellm", 52),
     ("real_proxy_spend_logs_payloads.jsonl", "litellm", 52),
+    (
+        "observations_v2_api_response.constructed.json",
+        "langfuse",
+        2,
+    ),
+    (
+        "observations_v1_api_response.constructed.json",
+        "langfuse",
+        2,
+    ),
+    ("traces_api_response.constructed.json", "langfuse", 0),
+    (
+        "ui_batch_export_observations.constructed.csv",
+        "langfuse",
+        2,
+    ),
+    ("blob_export_observations.constructed.jsonl", "langfuse", 2),
+    ("blob_export_traces.constructed.jsonl", "langfuse", 0),
+    ("ui_trace_download.autogen-2025-06-06.json", "langfuse", 1),
+    (
+        "ui_trace_download.langgraph-python-2025-08-22.json",
+        "langfuse",
+        2,
+    ),
+    (
+        "ui_trace_download.openai-agents-2025-09-30.json",
+        "langfuse",
+        2,
+    ),
 ];
 
 #[test]
@@ -78,6 +107,9 @@ fn every_fixture_converts_recognised_and_valid() {
                 let out = run.json_lines();
                 if extra.is_empty() {
                     assert_eq!(out.len(), records, "{name}");
+                }
+                if records == 0 {
+                    continue;
                 }
                 assert_eq!(out[0]["timestamp"], json!(0), "{name}");
                 let ts: Vec<f64> = out
@@ -535,7 +567,7 @@ fn unrecognised_input_lists_the_formats() {
     run.code(2);
     assert_eq!(
         run.stderr,
-        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, mooncake, azure, burstgpt\n"
+        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt\n"
     );
 }
 
@@ -556,4 +588,99 @@ fn closed_pipe_exits_quietly() {
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("error"), "{stderr}");
+}
+
+#[test]
+fn langfuse_api_responses_and_exports() {
+    // v2: sessionId on the row; SPAN and the ERROR generation left out.
+    let run = convert(&[&fixture("observations_v2_api_response.constructed.json")]);
+    assert!(run.stderr.contains(
+        "4 records read, 2 written, 2 dropped (1 failed, 1 not model calls); 1 session; time span 36.876 s"
+    ), "{}", run.stderr);
+    let v2 = run.json_lines();
+    // startTime 14:57:54.131Z; timeToFirstToken 0.48 s; latency 2.267 s;
+    // usageDetails input 40, output 31.
+    assert_eq!(
+        v2[0],
+        json!({"timestamp": 0, "input_length": 40, "output_length": 31, "hash_ids": [0],
+               "session_id": "chat-42", "model": "gpt-4o-mini", "id": "obs-0002-gen",
+               "observed": {"prompt_tokens": 40, "completion_tokens": 31, "ttft_ms": 480,
+                            "e2e_ms": 2267, "status": "ok"}})
+    );
+    // 14:58:31.007 − 14:57:54.131; delay after the end at 14:57:56.398;
+    // input 24 + input_cached_tokens 64.
+    assert_eq!(v2[1]["timestamp"], json!(36876));
+    assert_eq!(v2[1]["delay"], json!(34609));
+    assert_eq!(v2[1]["input_length"], json!(88));
+    valid(&run);
+
+    // v1 has no sessionId: joined from the traces response; the same
+    // records as v2.
+    let v1 = convert(&[
+        &fixture("observations_v1_api_response.constructed.json"),
+        &fixture("traces_api_response.constructed.json"),
+    ]);
+    assert_eq!(v1.json_lines(), v2);
+    let alone = convert(&[&fixture("observations_v1_api_response.constructed.json")]).json_lines();
+    assert!(alone[1].get("session_id").is_none());
+
+    // Blob export: naive times (UTC, said once), the traces table joined.
+    let blob = convert(&[
+        &fixture("blob_export_observations.constructed.jsonl"),
+        &fixture("blob_export_traces.constructed.jsonl"),
+    ]);
+    assert_eq!(blob.json_lines(), v2);
+    assert_eq!(blob.stderr.matches("no time zone").count(), 1);
+
+    // UI CSV export: dates JSON-quoted inside the cells.
+    let csv = convert(&[&fixture("ui_batch_export_observations.constructed.csv")]).json_lines();
+    assert_eq!(csv[1]["timestamp"], json!(36876));
+    assert_eq!(csv[1]["observed"]["ttft_ms"], json!(426));
+
+    // The failed generation kept: max_tokens "512" from modelParameters.
+    let all = convert(&[
+        "--keep-failed",
+        &fixture("observations_v2_api_response.constructed.json"),
+    ])
+    .json_lines();
+    assert_eq!(all.len(), 3);
+    // 14:59:02.500 − 14:57:54.131.
+    assert_eq!(all[2]["timestamp"], json!(68369));
+    assert_eq!(all[2]["output_length"], json!(512));
+    assert_eq!(all[2]["observed"]["status"], json!("error"));
+
+    // --keep-messages: the conversation from `input`.
+    let kept = convert(&[
+        "--keep-messages",
+        &fixture("observations_v2_api_response.constructed.json"),
+    ]);
+    let out = kept.json_lines();
+    assert_eq!(
+        out[0]["messages"][0]["content"],
+        json!("You are a support bot for ACME routers.")
+    );
+    valid(&kept);
+}
+
+#[test]
+fn langfuse_ui_downloads() {
+    // langgraph: two generations among spans, no TTFT recorded; the
+    // second starts 09:38:57.089, the first 09:38:56.232.
+    let run = convert(&[&fixture(
+        "ui_trace_download.langgraph-python-2025-08-22.json",
+    )]);
+    assert!(
+        run.stderr
+            .contains("9 records read, 2 written, 7 dropped (7 not model calls)")
+    );
+    let out = run.json_lines();
+    assert_eq!(out[1]["timestamp"], json!(857));
+    assert_eq!(out[1]["input_length"], json!(108));
+    assert_eq!(out[1]["output_length"], json!(51));
+    assert!(out[1]["observed"].get("ttft_ms").is_none());
+    // The autogen trace has sessionId "session_abc", on one generation: no session.
+    let out = convert(&[&fixture("ui_trace_download.autogen-2025-06-06.json")]).json_lines();
+    assert_eq!(out.len(), 1);
+    assert!(out[0].get("session_id").is_none());
+    assert_eq!(out[0]["model"], json!("gpt-4o"));
 }
