@@ -19,6 +19,7 @@ pub mod hashing;
 pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
+pub mod openai_batch;
 pub mod time;
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,8 +52,8 @@ Examples:
   Keep the conversations themselves, for an exact replay:
     trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
 
-/// Convert LiteLLM and Langfuse logs and public traces (Mooncake, Azure,
-/// BurstGPT) to canonical trace records (JSONL).
+/// Convert LiteLLM and Langfuse logs, OpenAI batches and public traces
+/// (Mooncake, Azure, BurstGPT) to canonical trace records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
 /// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
@@ -110,8 +111,21 @@ pub struct Args {
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 
+    /// openai-batch only: space the records R per second, in the input
+    /// file's order (a batch has no arrival times; without this flag every
+    /// record is at 0).
+    #[arg(long, value_name = "R", value_parser = positive_rate)]
+    pub rate: Option<f64>,
+
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
+}
+
+fn positive_rate(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("`{text}` is not a rate > 0 (requests per second)")),
+    }
 }
 
 /// The source formats.
@@ -131,6 +145,9 @@ pub enum Format {
     Azure,
     /// BurstGPT CSVs, 6 and 8 columns.
     Burstgpt,
+    /// OpenAI Batch API input file joined with its output and error files
+    /// on `custom_id` (no arrival times: see --rate).
+    OpenaiBatch,
 }
 
 impl Format {
@@ -143,16 +160,18 @@ impl Format {
             Format::Mooncake => "mooncake",
             Format::Azure => "azure",
             Format::Burstgpt => "burstgpt",
+            Format::OpenaiBatch => "openai-batch",
         }
     }
 
     /// Every concrete format, for messages.
-    pub const CONCRETE: [Format; 5] = [
+    pub const CONCRETE: [Format; 6] = [
         Format::Litellm,
         Format::Langfuse,
         Format::Mooncake,
         Format::Azure,
         Format::Burstgpt,
+        Format::OpenaiBatch,
     ];
 }
 
@@ -262,6 +281,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hasher: Option<Hasher>,
+    /// OpenAI batch lines, joined on `custom_id` across inputs.
+    batch: openai_batch::Batch,
     /// Sessions of traces, by trace id, from trace records read.
     pub trace_sessions: HashMap<String, String>,
 }
@@ -276,6 +297,7 @@ impl Ctx {
             keep_messages: args.keep_messages,
             tokenizer: args.tokenizer.clone(),
             hasher: None,
+            batch: openai_batch::Batch::default(),
             trace_sessions: HashMap::new(),
         }
     }
@@ -343,7 +365,16 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
                 format.name()
             ));
         }
+        if args.rate.is_some() && format != Format::OpenaiBatch {
+            return Err(Error::usage(format!(
+                "--rate applies to openai-batch input only; {} input has its own arrival times",
+                format.name()
+            )));
+        }
         read_one(format, reader, source, &mut ctx)?;
+    }
+    if format == Format::OpenaiBatch {
+        openai_batch::finish(&mut ctx, args.rate)?;
     }
     let mut requests = std::mem::take(&mut ctx.requests);
     for r in &mut requests {
@@ -373,6 +404,7 @@ fn read_one(
         Format::Burstgpt => burstgpt::read(reader, source, ctx),
         Format::Litellm => litellm::read(reader, source, ctx),
         Format::Langfuse => langfuse::read(reader, source, ctx),
+        Format::OpenaiBatch => openai_batch::read(reader, source, ctx),
     }
 }
 
@@ -424,7 +456,9 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> 
     let head = String::from_utf8_lossy(&head[..head.len().min(64 * 1024)]);
     let head = head.trim_start_matches('\u{feff}').trim_start();
     let found = if head.starts_with('{') || head.starts_with('[') {
-        if [
+        if head.contains("\"custom_id\"") {
+            Some(Format::OpenaiBatch)
+        } else if [
             "\"observations\"",
             "\"traceId\"",
             "\"projectId\"",

@@ -567,7 +567,7 @@ fn unrecognised_input_lists_the_formats() {
     run.code(2);
     assert_eq!(
         run.stderr,
-        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt\n"
+        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt, openai-batch\n"
     );
 }
 
@@ -683,4 +683,61 @@ fn langfuse_ui_downloads() {
     assert_eq!(out.len(), 1);
     assert!(out[0].get("session_id").is_none());
     assert_eq!(out[0]["model"], json!("gpt-4o"));
+}
+
+#[test]
+fn openai_batch_joins_input_output_and_errors() {
+    let files = [
+        fixture("batch_input.constructed.jsonl"),
+        fixture("batch_output.constructed.jsonl"),
+        fixture("batch_errors.constructed.jsonl"),
+    ];
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let run = convert(&files);
+    assert!(
+        run.stderr
+            .contains("3 records read, 2 written, 1 dropped (1 failed)"),
+        "{}",
+        run.stderr
+    );
+    let out = run.json_lines();
+    // Input order, not output order; usage from the output lines.
+    assert_eq!(
+        out[0],
+        json!({"timestamp": 0, "input_length": 20, "output_length": 9, "hash_ids": [0],
+               "model": "gpt-4o-mini", "id": "request-1",
+               "observed": {"prompt_tokens": 20, "completion_tokens": 9, "status": "ok"}})
+    );
+    assert_eq!(out[1]["id"], json!("request-2"));
+    assert_eq!(out[1]["timestamp"], json!(0));
+    assert_eq!(out[1]["output_length"], json!(2));
+    valid(&run);
+
+    // --rate 4: 250 ms apart; the 400 kept, with max_completion_tokens.
+    let run = convert(&[&["--rate", "4", "--keep-failed"][..], &files].concat());
+    let out = run.json_lines();
+    assert_eq!(out[2]["timestamp"], json!(500));
+    assert_eq!(out[2]["output_length"], json!(200));
+    assert_eq!(out[2]["observed"]["status"], json!("error"));
+    valid(&run);
+
+    // The input file alone: the requests' own max_tokens.
+    let out = convert(&[files[0]]).json_lines();
+    assert_eq!(out[0]["output_length"], json!(1000));
+    // --keep-messages: the conversation and tools of the body.
+    let out = convert(&["--keep-messages", files[0]]).json_lines();
+    assert_eq!(out[2]["tools"][0]["function"]["name"], json!("get_weather"));
+    assert_eq!(
+        out[2]["messages"][0]["content"],
+        json!("What is the weather in Paris?")
+    );
+
+    // --rate is for batches only.
+    let run = Cmd::new("trace-convert")
+        .args(["--rate", "2", &fixture("BurstGPT_v1_6col.constructed.csv")])
+        .run();
+    run.code(2);
+    assert!(run.stderr.contains(
+        "trace-convert: error: --rate applies to openai-batch input only; burstgpt input has its own arrival times"
+    ));
 }
