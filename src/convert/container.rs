@@ -254,7 +254,7 @@ pub fn for_each_row<T>(
                         loc,
                         field: String::new(),
                         msg: format!(
-                            "has {} columns, the header {}",
+                            "has {} columns, the header has {}",
                             row.len(),
                             header.names.len()
                         ),

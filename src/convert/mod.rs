@@ -12,6 +12,7 @@
 //! records (the man page says so).
 
 pub mod azure;
+pub mod bailian;
 pub mod burstgpt;
 pub mod container;
 pub mod fields;
@@ -53,7 +54,7 @@ Examples:
     trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
 
 /// Convert LiteLLM and Langfuse logs, OpenAI batches and public traces
-/// (Mooncake, Azure, BurstGPT) to canonical trace records (JSONL).
+/// (Mooncake, Azure, BurstGPT, Bailian) to canonical trace records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
 /// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
@@ -145,6 +146,9 @@ pub enum Format {
     Azure,
     /// BurstGPT CSVs, 6 and 8 columns.
     Burstgpt,
+    /// Alibaba Bailian (Qwen) usage traces: chat_id/parent_chat_id
+    /// sessions, 16-token blocks re-blocked to 512.
+    Bailian,
     /// OpenAI Batch API input file joined with its output and error files
     /// on `custom_id` (no arrival times: see --rate).
     OpenaiBatch,
@@ -160,17 +164,19 @@ impl Format {
             Format::Mooncake => "mooncake",
             Format::Azure => "azure",
             Format::Burstgpt => "burstgpt",
+            Format::Bailian => "bailian",
             Format::OpenaiBatch => "openai-batch",
         }
     }
 
     /// Every concrete format, for messages.
-    pub const CONCRETE: [Format; 6] = [
+    pub const CONCRETE: [Format; 7] = [
         Format::Litellm,
         Format::Langfuse,
         Format::Mooncake,
         Format::Azure,
         Format::Burstgpt,
+        Format::Bailian,
         Format::OpenaiBatch,
     ];
 }
@@ -281,6 +287,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hasher: Option<Hasher>,
+    /// Bailian chat ids to the first turn of their conversation.
+    bailian_roots: HashMap<i64, i64>,
     /// OpenAI batch lines, joined on `custom_id` across inputs.
     batch: openai_batch::Batch,
     /// Sessions of traces, by trace id, from trace records read.
@@ -298,6 +306,7 @@ impl Ctx {
             tokenizer: args.tokenizer.clone(),
             hasher: None,
             batch: openai_batch::Batch::default(),
+            bailian_roots: HashMap::new(),
             trace_sessions: HashMap::new(),
         }
     }
@@ -405,6 +414,7 @@ fn read_one(
         Format::Litellm => litellm::read(reader, source, ctx),
         Format::Langfuse => langfuse::read(reader, source, ctx),
         Format::OpenaiBatch => openai_batch::read(reader, source, ctx),
+        Format::Bailian => bailian::read(reader, source, ctx),
     }
 }
 
@@ -458,6 +468,8 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> 
     let found = if head.starts_with('{') || head.starts_with('[') {
         if head.contains("\"custom_id\"") {
             Some(Format::OpenaiBatch)
+        } else if head.contains("\"parent_chat_id\"") && head.contains("\"chat_id\"") {
+            Some(Format::Bailian)
         } else if [
             "\"observations\"",
             "\"traceId\"",

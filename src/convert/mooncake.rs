@@ -33,7 +33,12 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
         };
         let mut errors = Vec::new();
         let checked = record::check(&rec, DEFAULT_BLOCK_SIZE, &mut errors);
-        if let Some(first) = errors.into_iter().next() {
+        if let Some(mut first) = errors.into_iter().next() {
+            // The validator's hint names its own flag; Mooncake blocks are 512 tokens.
+            if let Some(cut) = first.msg.find("; if the trace uses another block size") {
+                first.msg.truncate(cut);
+                first.msg.push_str(" (Mooncake blocks are 512 tokens)");
+            }
             ctx.bad(first.at(&loc))?;
             continue;
         }

@@ -165,7 +165,7 @@ fn mooncake_record_breaking_the_contract_is_an_error() {
     run.code(2);
     assert!(
         run.stderr.contains(
-            "trace-convert: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs ceil(600 / 512) = 2"
+            "trace-convert: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs ceil(600 / 512) = 2 (Mooncake blocks are 512 tokens)"
         ),
         "{}",
         run.stderr
@@ -567,7 +567,7 @@ fn unrecognised_input_lists_the_formats() {
     run.code(2);
     assert_eq!(
         run.stderr,
-        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt, openai-batch\n"
+        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n"
     );
 }
 
@@ -740,4 +740,56 @@ fn openai_batch_joins_input_output_and_errors() {
     assert!(run.stderr.contains(
         "trace-convert: error: --rate applies to openai-batch input only; burstgpt input has its own arrival times"
     ));
+}
+
+#[test]
+fn bailian_sessions_and_reblocking() {
+    // Constructed from the schema in alibaba-edu/qwen-bailian-usagetraces-anon's
+    // README (the data files are Git LFS objects): 16-token blocks.
+    let ids = |r: std::ops::Range<u64>| r.collect::<Vec<u64>>();
+    let mut third = ids(10..42);
+    third.extend([900, 901]);
+    let recs = [
+        json!({"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40,
+               "output_length": 10, "type": "text", "turn": 1, "hash_ids": [1, 2, 3]}),
+        json!({"chat_id": 2, "parent_chat_id": -1, "timestamp": 1.25, "input_length": 600,
+               "output_length": 5, "type": "search", "turn": 1, "hash_ids": ids(10..48)}),
+        json!({"chat_id": 3, "parent_chat_id": 2, "timestamp": 61.114, "input_length": 530,
+               "output_length": 7, "type": "text", "turn": 2, "hash_ids": third}),
+        json!({"chat_id": 4, "parent_chat_id": 3, "timestamp": 90, "input_length": 16,
+               "output_length": 1, "type": "text", "turn": 3, "hash_ids": [10]}),
+    ];
+    let input: String = recs.iter().map(|r| format!("{r}\n")).collect();
+    let run = Cmd::new("trace-convert").stdin(input).run();
+    run.code(0);
+    assert!(run.stderr.contains("recognised as bailian input"));
+    assert!(
+        run.stderr
+            .contains("4 records read, 4 written; 1 session; time span 89.5 s")
+    );
+    assert_eq!(
+        run.lines(),
+        [
+            // ceil(40 / 512) = 1 block; chat 1 has no later turn: no session.
+            r#"{"timestamp":0,"input_length":40,"output_length":10,"hash_ids":[0],"id":"1"}"#,
+            // 38 source blocks → 2 canonical ones.
+            r#"{"timestamp":750,"input_length":600,"output_length":5,"hash_ids":[1,2],"session_id":"2","id":"2"}"#,
+            // The first 32 source ids equal chat 2's: the first 512 tokens are shared.
+            r#"{"timestamp":60614,"input_length":530,"output_length":7,"hash_ids":[1,3],"session_id":"2","id":"3"}"#,
+            // Turn 3 (parent 3, whose root is 2).
+            r#"{"timestamp":89500,"input_length":16,"output_length":1,"hash_ids":[4],"session_id":"2","id":"4"}"#,
+        ]
+    );
+    valid(&run);
+
+    let bad = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1, 2]}"#;
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "bailian"])
+        .stdin(bad)
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-convert: <stdin>:1: error: field `hash_ids`: has 2 blocks, but input_length 40 needs ceil(40 / 16) = 3\n"
+    );
 }
