@@ -105,16 +105,16 @@ fn object_line(
     text: &str,
     f: &mut impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
-    // Record::parse words the JSON error with a column and the text near it.
-    if let Err(e) = Record::parse(text) {
-        return ctx.bad(e.at(loc));
-    }
     match serde_json::from_str::<Object>(text) {
         Ok(obj) => f(ctx, loc, obj),
-        Err(e) => ctx.bad(Error::Record {
-            loc: loc.clone(),
-            field: String::new(),
-            msg: format!("invalid JSON: {e}"),
+        // Record::parse words the JSON error with a column and the text near it.
+        Err(e) => ctx.bad(match Record::parse(text) {
+            Err(pe) => pe.at(loc),
+            Ok(_) => Error::Record {
+                loc: loc.clone(),
+                field: String::new(),
+                msg: format!("invalid JSON: {e}"),
+            },
         }),
     }
 }
