@@ -93,7 +93,11 @@ fn every_fixture_converts_recognised_and_valid() {
     for &(name, format, records) in EVERY_FIXTURE {
         let path = fixture(name);
         for from in ["auto", format] {
-            for extra in [&[][..], &["--keep-failed", "--keep-cache-hits"][..]] {
+            for extra in [
+                &[][..],
+                &["--keep-failed", "--keep-cache-hits"][..],
+                &["--keep-messages"][..],
+            ] {
                 let run = convert(&[&["--from", from, &path][..], extra].concat());
                 if from == "auto" {
                     assert!(
@@ -792,4 +796,54 @@ fn bailian_sessions_and_reblocking() {
         run.stderr,
         "trace-convert: <stdin>:1: error: field `hash_ids`: has 2 blocks, but input_length 40 needs ceil(40 / 16) = 3\n"
     );
+}
+
+/// The real capture, checked against the client's own records of the same
+/// 57 calls (not against the logs): which calls are kept, their order,
+/// output lengths, streaming, sessions.
+#[test]
+fn litellm_real_capture_agrees_with_the_client() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("real_proxy_expected.json")).unwrap(),
+    )
+    .unwrap();
+    let requests = expected["requests"].as_array().unwrap();
+    for file in [
+        "real_proxy_standard_logging_payloads.jsonl",
+        "real_proxy_spend_logs_payloads.jsonl",
+    ] {
+        let all = convert(&["--keep-cache-hits", &fixture(file)]).json_lines();
+        // Every call that succeeded, and only those, in the client's send order.
+        let sent_ok: Vec<&Value> = requests.iter().filter(|r| r["ok"] == json!(true)).collect();
+        let ids: Vec<&Value> = all.iter().map(|r| &r["id"]).collect();
+        let want: Vec<&Value> = sent_ok.iter().map(|r| &r["litellm_call_id"]).collect();
+        assert_eq!(ids, want, "{file}");
+        for (rec, req) in all.iter().zip(&sent_ok) {
+            let what = format!("{file}: request {}", req["idx"]);
+            if let Some(n) = req["completion_tokens"].as_u64() {
+                assert_eq!(rec["output_length"], json!(n), "{what}");
+            }
+            if let Some(n) = req["prompt_tokens"].as_u64() {
+                assert_eq!(rec["input_length"], json!(n), "{what}");
+            }
+            // TTFT exactly for the calls that streamed.
+            let streamed = req["stream"] == json!(true);
+            assert_eq!(rec["observed"].get("ttft_ms").is_some(), streamed, "{what}");
+            let session = req["session_id"].as_str();
+            assert_eq!(rec["session_id"].as_str(), session, "{what}");
+        }
+        // The two repeats of the cache opt-in call are LiteLLM cache hits.
+        let hits: Vec<u64> = all
+            .iter()
+            .zip(&sent_ok)
+            .filter(|(rec, _)| rec["observed"]["status"] == json!("cache_hit"))
+            .map(|(_, req)| req["idx"].as_u64().unwrap())
+            .collect();
+        let cache_calls: Vec<u64> = sent_ok
+            .iter()
+            .filter(|r| r["cache_opt_in"] == json!(true))
+            .map(|r| r["idx"].as_u64().unwrap())
+            .collect();
+        assert_eq!(hits, cache_calls[1..], "{file}");
+    }
 }
