@@ -2,7 +2,9 @@
 //! API (v1 page-based and v2 cursor-based responses, `{"data": [...]}`), the
 //! UI "download trace" JSON (`{"trace": {...}, "observations": [...]}`), the
 //! UI batch export (CSV, JSON, JSONL; camelCase) and the blob-storage export
-//! (JSONL, snake_case, naive UTC times).
+//! (JSONL, snake_case, naive UTC times), and ingestion batches
+//! (`{"batch": [{"type": "generation-create", "body": …}]}`, as LiteLLM's
+//! Langfuse logger sends them; times with the host's offset).
 //!
 //! Only GENERATION observations are requests; the others are counted and
 //! left out. Sessions come from the observation (`sessionId`), the
@@ -76,6 +78,29 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
                     )
                     .at(loc),
                 )?,
+            }
+        }
+        return Ok(());
+    }
+    if let Some(Value::Array(events)) = obj.get("batch") {
+        // An ingestion batch (what LiteLLM's Langfuse logger sends).
+        for event in events {
+            let body = event.get("body").and_then(Value::as_object);
+            match (event.get("type").and_then(Value::as_str), body) {
+                (Some("trace-create"), Some(body)) => {
+                    if let (Some(id), Some(s)) = (
+                        body.get("id").and_then(Value::as_str),
+                        body.get("sessionId").and_then(Value::as_str),
+                    ) {
+                        ctx.trace_sessions.insert(id.to_string(), s.to_string());
+                    }
+                }
+                (Some("generation-create"), Some(body)) => {
+                    let mut body = body.clone();
+                    body.insert("type".into(), Value::String("GENERATION".into()));
+                    object(ctx, loc, body, session)?;
+                }
+                _ => {}
             }
         }
         return Ok(());

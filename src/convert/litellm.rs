@@ -194,11 +194,11 @@ fn prompt_of(messages: Option<&Value>, tools: Option<&Value>) -> Option<Prompt> 
 /// A StandardLoggingPayload.
 fn payload(
     obj: &Object,
-    _loc: &Location,
+    loc: &Location,
     naive: &mut Option<(&'static str, String)>,
 ) -> std::result::Result<Request, FieldError> {
     let t = times(obj, naive)?;
-    let mut req = Request::new(_loc.clone(), t.start);
+    let mut req = Request::new(loc.clone(), t.start);
     common(&mut req, &t);
     tokens(&mut req, obj)?;
     req.model = model(obj)?;

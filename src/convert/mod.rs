@@ -471,6 +471,7 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> 
         } else if head.contains("\"parent_chat_id\"") && head.contains("\"chat_id\"") {
             Some(Format::Bailian)
         } else if [
+            "\"generation-create\"",
             "\"observations\"",
             "\"traceId\"",
             "\"projectId\"",

@@ -847,3 +847,52 @@ fn litellm_real_capture_agrees_with_the_client() {
         assert_eq!(hits, cache_calls[1..], "{file}");
     }
 }
+
+#[test]
+fn langfuse_ingestion_batch_with_offsets() {
+    // The shape of LiteLLM's Langfuse logger payload (generation times in
+    // the host's offset, legacy usage); values made up.
+    let batch = json!({
+        "batch": [
+            {"id": "e1", "type": "trace-create", "timestamp": "2025-01-16T19:44:15Z",
+             "body": {"id": "tr-1", "sessionId": "s-9", "name": "litellm-acompletion"}},
+            {"id": "e2", "type": "generation-create", "timestamp": "2025-01-16T19:44:15Z",
+             "body": {"id": "gen-1", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-01-16T11:44:14.500000-08:00",
+                      "completionStartTime": "2025-01-16T11:44:14.750000-08:00",
+                      "endTime": "2025-01-16T11:44:15.000000-08:00",
+                      "model": "gpt-3.5-turbo", "level": "DEFAULT",
+                      "modelParameters": {"stream": true},
+                      "input": {"messages": [{"role": "user", "content": "Hello!"}]},
+                      "usage": {"input": 9, "output": 7, "unit": "TOKENS"}}},
+            {"id": "e3", "type": "generation-create", "timestamp": "2025-01-16T19:44:21Z",
+             "body": {"id": "gen-2", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-01-16T19:44:20.500000Z",
+                      "endTime": "2025-01-16T19:44:21.000000Z",
+                      "model": "gpt-3.5-turbo", "level": "DEFAULT",
+                      "usage": {"input": 30, "output": 4, "unit": "TOKENS"}}}
+        ],
+        "metadata": {"batch_size": 3, "sdk_integration": "litellm"}
+    });
+    let run = Cmd::new("trace-convert").stdin(batch.to_string()).run();
+    run.code(0);
+    assert!(
+        run.stderr.contains("recognised as langfuse input"),
+        "{}",
+        run.stderr
+    );
+    let out = run.json_lines();
+    // 11:44:14.5−08:00 is 19:44:14.5Z; TTFT 0.25 s; the second call 6 s
+    // later, 5.5 s after the first ended.
+    assert_eq!(
+        out[0],
+        json!({"timestamp": 0, "input_length": 9, "output_length": 7, "hash_ids": [0],
+               "session_id": "s-9", "model": "gpt-3.5-turbo", "id": "gen-1",
+               "observed": {"prompt_tokens": 9, "completion_tokens": 7, "ttft_ms": 250,
+                            "e2e_ms": 500, "status": "ok"}})
+    );
+    assert_eq!(out[1]["timestamp"], json!(6000));
+    assert_eq!(out[1]["delay"], json!(5500));
+    assert!(out[1].get("hash_ids").is_none());
+    valid(&run);
+}
