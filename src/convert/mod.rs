@@ -368,6 +368,10 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
         let source = spec.display_name();
         let mut reader = io::open_input(spec)?;
         if format == Format::Auto {
+            if is_empty(&mut reader, &source)? {
+                // Nothing to recognise, and nothing to convert.
+                continue;
+            }
             format = detect(&mut reader, &source)?;
             cli::note(format!(
                 "{source}: recognised as {} input (choose with --from)",
@@ -458,6 +462,25 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when the input holds nothing but white space. Nothing is consumed
+/// unless a whole buffer is white space (line numbers stay right for any
+/// input whose first 256 KiB hold a record).
+fn is_empty(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<bool> {
+    loop {
+        let buf = reader.fill_buf().map_err(|e| Error::io(source, e))?;
+        if buf.is_empty() {
+            return Ok(true);
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(_) => return Ok(false),
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
 }
 
 /// Recognise the format from the start of the input, without consuming it.

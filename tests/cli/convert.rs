@@ -518,6 +518,17 @@ fn bad_records_name_file_line_field_and_value() {
     lines[3] = "{\"startTime\": 1750615214.01, ".to_string();
     dir.write("bad.jsonl", lines.join("\n") + "\n");
 
+    // Leading blank lines count.
+    dir.write("blank-first.jsonl", format!("\n\n{}", lines.join("\n")));
+    let run = dir.cmd("trace-convert").arg("blank-first.jsonl").run();
+    run.code(2);
+    assert!(
+        run.stderr
+            .contains("trace-convert: blank-first.jsonl:4: error: field `startTime`"),
+        "{}",
+        run.stderr
+    );
+
     let run = dir.cmd("trace-convert").arg("bad.jsonl").run();
     run.code(2);
     assert!(run.stdout.is_empty());
