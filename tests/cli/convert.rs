@@ -217,6 +217,24 @@ fn azure_2024_offsets_and_a_week_long_span() {
 }
 
 #[test]
+fn azure_2025_multimodal_layout_is_read_by_column_name() {
+    // The 2025 multimodal trace's documented header adds NumImages.
+    let input = "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n\
+                 2025-05-01 00:00:00.250000+00:00,2,1500,40\n\
+                 2025-05-01 00:00:01+00:00,0,300,12\n";
+    let run = Cmd::new("trace-convert").stdin(input).run();
+    run.code(0);
+    assert!(run.stderr.contains("recognised as azure input"));
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":1500,"output_length":40}"#,
+            r#"{"timestamp":750,"input_length":300,"output_length":12}"#,
+        ]
+    );
+}
+
+#[test]
 fn burstgpt_v1_drops_failures_and_keeps_ties_in_order() {
     let path = fixture("BurstGPT_v1_6col.constructed.csv");
     let run = convert(&[&path]);
