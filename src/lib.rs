@@ -5,6 +5,7 @@
 //! formats and conventions are described in `man/tracekit.7`.
 
 pub mod cli;
+pub mod convert;
 pub mod duration;
 pub mod error;
 pub mod hash;

@@ -8,6 +8,7 @@ use clap::CommandFactory;
 
 fn tools() -> Vec<(&'static str, clap::Command)> {
     vec![
+        ("trace-convert", tracekit::convert::Args::command()),
         ("trace-validate", tracekit::validate::Args::command()),
         ("trace-slice", tracekit::slice::Args::command()),
         ("trace-rescale", tracekit::rescale::Args::command()),

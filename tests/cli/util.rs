@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Path of one of the package's binaries.
 pub fn bin(name: &str) -> PathBuf {
     let path = match name {
+        "trace-convert" => env!("CARGO_BIN_EXE_trace-convert"),
         "trace-validate" => env!("CARGO_BIN_EXE_trace-validate"),
         "trace-slice" => env!("CARGO_BIN_EXE_trace-slice"),
         "trace-rescale" => env!("CARGO_BIN_EXE_trace-rescale"),

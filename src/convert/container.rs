@@ -1,0 +1,372 @@
+//! The shapes JSON logs come in: JSONL (one object per line), one object
+//! (pretty-printed or not), several objects one after another, a JSON
+//! array of objects, and an API response `{"data": [...]}`. Each object is
+//! handed on with the line it starts on.
+//!
+//! JSONL streams line by line; the other shapes are read whole (they are
+//! one JSON document, and converting sorts in memory anyway).
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::Ctx;
+use super::fields::Object;
+use crate::error::{Error, Location, Result};
+use crate::record::Record;
+
+/// Call `f` with every object of the input, in order.
+pub fn for_each_object(
+    mut reader: Box<dyn BufRead + Send>,
+    source: Arc<str>,
+    ctx: &mut Ctx,
+    mut f: impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
+) -> Result<()> {
+    let mut consumed: Vec<u8> = Vec::new();
+    let mut line = 0u64;
+    // The first non-blank line decides: a whole object on it means JSONL.
+    let first = loop {
+        let start = consumed.len();
+        let n = reader
+            .read_until(b'\n', &mut consumed)
+            .map_err(|e| Error::io(&*source, e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        line += 1;
+        let text = String::from_utf8_lossy(&consumed[start..])
+            .trim()
+            .to_string();
+        if !text.is_empty() {
+            break text;
+        }
+    };
+    let first = first.trim_start_matches('\u{feff}');
+    if first.starts_with('{') && serde_json::from_str::<&RawValue>(first).is_ok() {
+        let loc = Location::new(source.clone(), line);
+        object_line(ctx, &loc, first, &mut f)?;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let n = reader
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::io(&*source, e))?;
+            if n == 0 {
+                return Ok(());
+            }
+            line += 1;
+            let loc = Location::new(source.clone(), line);
+            match std::str::from_utf8(&buf) {
+                Ok(text) if text.trim().is_empty() => {}
+                Ok(text) => object_line(ctx, &loc, text.trim(), &mut f)?,
+                Err(_) => ctx.bad(Error::Record {
+                    loc,
+                    field: String::new(),
+                    msg: "line is not valid UTF-8".into(),
+                })?,
+            }
+        }
+    }
+    reader
+        .read_to_end(&mut consumed)
+        .map_err(|e| Error::io(&*source, e))?;
+    let text = String::from_utf8(consumed).map_err(|e| Error::Record {
+        loc: line_of(&source, &[], 0),
+        field: String::new(),
+        msg: format!(
+            "not valid UTF-8 at byte {}",
+            e.utf8_error().valid_up_to() + 1
+        ),
+    })?;
+    let text = text.trim_start_matches('\u{feff}');
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        let items: Vec<&RawValue> =
+            serde_json::from_str(text).map_err(|e| json_error(&source, &e))?;
+        for item in items {
+            value(ctx, &source, text, item, &mut f)?;
+        }
+        return Ok(());
+    }
+    let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
+    for item in stream {
+        let item = item.map_err(|e| json_error(&source, &e))?;
+        value(ctx, &source, text, item, &mut f)?;
+    }
+    Ok(())
+}
+
+/// One JSONL line: an object, else a bad record.
+fn object_line(
+    ctx: &mut Ctx,
+    loc: &Location,
+    text: &str,
+    f: &mut impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
+) -> Result<()> {
+    match serde_json::from_str::<Object>(text) {
+        Ok(obj) => f(ctx, loc, obj),
+        // Record::parse words the JSON error with a column and the text near it.
+        Err(e) => ctx.bad(match Record::parse(text) {
+            Err(pe) => pe.at(loc),
+            Ok(_) => Error::Record {
+                loc: loc.clone(),
+                field: String::new(),
+                msg: format!("invalid JSON: {e}"),
+            },
+        }),
+    }
+}
+
+/// One element of a document: an object, an API response wrapping a
+/// `data` array, or a bad record.
+fn value(
+    ctx: &mut Ctx,
+    source: &Arc<str>,
+    doc: &str,
+    item: &RawValue,
+    f: &mut impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
+) -> Result<()> {
+    let offset = item.get().as_ptr() as usize - doc.as_ptr() as usize;
+    let loc = line_of(source, doc.as_bytes(), offset);
+    match serde_json::from_str::<Value>(item.get()) {
+        Ok(Value::Object(obj)) => {
+            if let (Some(Value::Array(_)), false) = (obj.get("data"), obj.contains_key("startTime"))
+            {
+                let inner: WrappedData = serde_json::from_str(item.get()).expect("checked above");
+                for element in inner.data {
+                    value(ctx, source, doc, element, f)?;
+                }
+                return Ok(());
+            }
+            f(ctx, &loc, obj)
+        }
+        Ok(other) => ctx.bad(Error::Record {
+            loc,
+            field: String::new(),
+            msg: format!(
+                "expected a JSON object (one log record), found {}",
+                crate::error::quote_value(&other.to_string())
+            ),
+        }),
+        Err(e) => Err(json_error(source, &e)),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct WrappedData<'a> {
+    #[serde(borrow)]
+    data: Vec<&'a RawValue>,
+}
+
+fn line_of(source: &Arc<str>, doc: &[u8], offset: usize) -> Location {
+    let line = doc[..offset.min(doc.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64
+        + 1;
+    Location::new(source.clone(), line)
+}
+
+fn json_error(source: &Arc<str>, e: &serde_json::Error) -> Error {
+    let text = e.to_string();
+    let msg = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    Error::Record {
+        loc: Location {
+            source: source.clone(),
+            line: e.line().max(1) as u64,
+            column: Some(e.column().max(1) as u64),
+        },
+        field: String::new(),
+        msg: format!("invalid JSON: {msg}"),
+    }
+}
+
+/// A CSV header: column positions by name.
+pub struct Header {
+    names: Vec<String>,
+}
+
+impl Header {
+    /// Position of column `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// Position of a column the format needs, or an error listing the header.
+    pub fn need(&self, source: &Arc<str>, name: &str) -> Result<usize> {
+        self.find(name).ok_or_else(|| Error::Record {
+            loc: Location::new(source.clone(), 1),
+            field: String::new(),
+            msg: format!(
+                "the header has no `{name}` column (columns: {})",
+                self.names.join(", ")
+            ),
+        })
+    }
+
+    /// Column names in order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// Call `f` with every row of a CSV input (header on the first line; LF or
+/// CRLF), with the row's physical line.
+pub fn for_each_row<T>(
+    reader: Box<dyn BufRead + Send>,
+    source: Arc<str>,
+    ctx: &mut Ctx,
+    columns: impl FnOnce(&Header) -> Result<T>,
+    mut f: impl FnMut(&mut Ctx, &Location, &T, &csv::StringRecord) -> Result<()>,
+) -> Result<()> {
+    // The csv crate counts a CRLF row's line one short; rows as LF count right.
+    let mut rdr = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(StripCr {
+            inner: reader,
+            pending_cr: false,
+        });
+    let names = rdr
+        .headers()
+        .map_err(|e| csv_error(&source, &e))?
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
+        .collect();
+    let header = Header { names };
+    let cols = columns(&header)?;
+    let mut row = csv::StringRecord::new();
+    loop {
+        match rdr.read_record(&mut row) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {
+                let line = row.position().map_or(0, |p| p.line());
+                let loc = Location::new(source.clone(), line);
+                if row.iter().all(|c| c.trim().is_empty()) {
+                    continue;
+                }
+                if row.len() != header.names.len() {
+                    ctx.bad(Error::Record {
+                        loc,
+                        field: String::new(),
+                        msg: format!(
+                            "has {} columns, the header has {}",
+                            row.len(),
+                            header.names.len()
+                        ),
+                    })?;
+                    continue;
+                }
+                f(ctx, &loc, &cols, &row)?;
+            }
+            Err(e) => match e.kind() {
+                csv::ErrorKind::Io(_) => return Err(csv_error(&source, &e)),
+                _ => ctx.bad(csv_error(&source, &e))?,
+            },
+        }
+    }
+}
+
+fn csv_error(source: &Arc<str>, e: &csv::Error) -> Error {
+    let line = e.position().map_or(1, |p| p.line());
+    match e.kind() {
+        csv::ErrorKind::Io(io) => {
+            Error::io(&**source, std::io::Error::new(io.kind(), io.to_string()))
+        }
+        csv::ErrorKind::Utf8 { .. } => Error::Record {
+            loc: Location::new(source.clone(), line),
+            field: String::new(),
+            msg: "row is not valid UTF-8".into(),
+        },
+        _ => Error::Record {
+            loc: Location::new(source.clone(), line),
+            field: String::new(),
+            msg: format!("malformed CSV: {e}"),
+        },
+    }
+}
+
+/// Turn a CSV row into an object keyed by the header's names.
+pub fn row_object(header: &Header, row: &csv::StringRecord) -> Object {
+    header
+        .names
+        .iter()
+        .zip(row.iter())
+        .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
+        .collect()
+}
+
+/// Reads `inner` with every CR that ends a line (CRLF) left out.
+struct StripCr {
+    inner: Box<dyn BufRead + Send>,
+    pending_cr: bool,
+}
+
+impl std::io::Read for StripCr {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                if std::mem::take(&mut self.pending_cr) {
+                    out[0] = b'\r';
+                    return Ok(1);
+                }
+                return Ok(0);
+            }
+            let mut n = 0;
+            let mut i = 0;
+            if std::mem::take(&mut self.pending_cr) && buf[0] != b'\n' {
+                out[0] = b'\r';
+                n = 1;
+            }
+            while i < buf.len() && n < out.len() {
+                let b = buf[i];
+                i += 1;
+                if b == b'\r' {
+                    match buf.get(i) {
+                        Some(b'\n') => continue,
+                        Some(_) => {}
+                        None => {
+                            self.pending_cr = true;
+                            break;
+                        }
+                    }
+                }
+                out[n] = b;
+                n += 1;
+            }
+            self.inner.consume(i);
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::StripCr;
+
+    #[test]
+    fn strip_cr_drops_only_line_ending_crs() {
+        let input: &'static [u8] = b"a,b\r\nc\rd\r\n\r";
+        // A one-byte buffer puts every CR at a chunk's end.
+        let reader = std::io::BufReader::with_capacity(1, input);
+        let mut s = StripCr {
+            inner: Box::new(reader),
+            pending_cr: false,
+        };
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        assert_eq!(out, b"a,b\nc\rd\n\r");
+    }
+}

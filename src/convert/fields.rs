@@ -1,0 +1,192 @@
+//! Typed reads of one field of a source object, as logs write them: a
+//! number may come as a JSON number or as text (CSV cells, SpendLogs
+//! payloads), a missing value as absent, `null`, `""` or `"None"`.
+//! Errors name the field and quote the value.
+
+use serde_json::{Map, Value};
+
+use super::time::{self, DateTime};
+use crate::error::{FieldError, quote_value};
+
+/// A source object: a JSON object, or a CSV row with its header's names.
+pub type Object = Map<String, Value>;
+
+/// The value of `field`, treating `null`, `""` and Python's `"None"` as
+/// absent.
+pub fn present<'a>(obj: &'a Object, field: &str) -> Option<&'a Value> {
+    match obj.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() || s == "None" => None,
+        Some(v) => Some(v),
+    }
+}
+
+fn show(v: &Value) -> String {
+    quote_value(&v.to_string())
+}
+
+/// A string field (numbers are taken as their text).
+pub fn string(obj: &Object, field: &str) -> Result<Option<String>, FieldError> {
+    match present(obj, field) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(v) => Err(FieldError::new(
+            field,
+            format!("expected a string, found {}", show(v)),
+        )),
+    }
+}
+
+/// An integer ≥ 0, as a number or as text.
+pub fn count(obj: &Object, field: &str) -> Result<Option<u64>, FieldError> {
+    let Some(v) = present(obj, field) else {
+        return Ok(None);
+    };
+    let parsed = match v {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                .map(|f| f as u64)
+        }),
+        Value::String(s) => s.trim().parse::<u64>().ok().or_else(|| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1e18)
+                .map(|f| f as u64)
+        }),
+        _ => None,
+    };
+    parsed.map(Some).ok_or_else(|| {
+        FieldError::new(field, format!("expected an integer ≥ 0, found {}", show(v)))
+    })
+}
+
+/// A finite number, as a number or as text.
+pub fn number(obj: &Object, field: &str) -> Result<Option<f64>, FieldError> {
+    let Some(v) = present(obj, field) else {
+        return Ok(None);
+    };
+    let parsed = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match parsed {
+        Some(f) if f.is_finite() => Ok(Some(f)),
+        _ => Err(FieldError::new(
+            field,
+            format!("expected a number, found {}", show(v)),
+        )),
+    }
+}
+
+/// A boolean, as JSON or as Python's text (`"True"`, `"False"`).
+pub fn flag(obj: &Object, field: &str) -> Result<Option<bool>, FieldError> {
+    match present(obj, field) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Some(v) => Err(FieldError::new(
+            field,
+            format!("expected true or false, found {}", show(v)),
+        )),
+    }
+}
+
+/// A point in time: epoch seconds (a number, or numeric text) or a
+/// date-time string. Returns the time and the text of a naive date-time,
+/// for the caller's one warning.
+pub fn instant(obj: &Object, field: &str) -> Result<Option<(i64, Option<String>)>, FieldError> {
+    let Some(v) = present(obj, field) else {
+        return Ok(None);
+    };
+    let secs = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    if let Some(secs) = secs {
+        // Epoch seconds are about 1.7e9; milliseconds would be 1.7e12.
+        if secs.abs() >= 1e11 {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "{} looks like milliseconds, not the epoch seconds this field holds",
+                    show(v)
+                ),
+            ));
+        }
+        return time::seconds_to_ns(secs)
+            .map(|ns| Some((ns, None)))
+            .ok_or_else(|| {
+                FieldError::new(field, format!("expected epoch seconds, found {}", show(v)))
+            });
+    }
+    if let Value::String(s) = v {
+        // The Langfuse UI's CSV writes dates JSON-encoded: `"2025-…Z"`.
+        let s = s.trim().trim_matches('"');
+        if let Some(DateTime { epoch_ns, has_zone }) = time::parse_datetime(s) {
+            return Ok(Some((epoch_ns, (!has_zone).then(|| s.to_string()))));
+        }
+    }
+    Err(FieldError::new(
+        field,
+        format!(
+            "expected epoch seconds or a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone]), found {}",
+            show(v)
+        ),
+    ))
+}
+
+/// A JSON value that may have been written as JSON text inside a string
+/// (SpendLogs `metadata`, `proxy_server_request`): decoded once if so.
+pub fn nested(obj: &Object, field: &str) -> Option<Value> {
+    match present(obj, field)? {
+        Value::String(s) => {
+            let t = s.trim_start();
+            if t.starts_with('{') || t.starts_with('[') {
+                serde_json::from_str(s).ok()
+            } else {
+                None
+            }
+        }
+        v => Some(v.clone()),
+    }
+}
+
+/// A CSV cell holding an integer ≥ 0.
+pub fn cell_count(field: &str, text: &str) -> Result<u64, FieldError> {
+    count(&one(field, text), field)?
+        .ok_or_else(|| FieldError::new(field, "is empty: expected an integer ≥ 0"))
+}
+
+/// A CSV cell holding a number.
+pub fn cell_number(field: &str, text: &str) -> Result<f64, FieldError> {
+    number(&one(field, text), field)?
+        .ok_or_else(|| FieldError::new(field, "is empty: expected a number"))
+}
+
+/// A CSV cell holding a date-time.
+pub fn cell_datetime(field: &str, text: &str) -> Result<DateTime, FieldError> {
+    time::parse_datetime(text).ok_or_else(|| {
+        FieldError::new(
+            field,
+            format!(
+                "expected a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone]), found {}",
+                quote_value(&format!("{text:?}"))
+            ),
+        )
+    })
+}
+
+fn one(field: &str, text: &str) -> Object {
+    let mut obj = Object::new();
+    if text.trim().is_empty() {
+        return obj;
+    }
+    obj.insert(field.to_string(), Value::String(text.to_string()));
+    obj
+}

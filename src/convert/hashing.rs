@@ -1,0 +1,239 @@
+//! Content hashing: a prompt becomes `hash_ids` without its text leaving
+//! the converter.
+//!
+//! The prompt is rendered to one deterministic string (tool definitions
+//! first, then each message as a role line and its content), tokenized,
+//! and cut into blocks of 512 tokens. Block k's hash is a stable hash of
+//! its tokens seeded with block k−1's hash, so a hash stands for the whole
+//! prefix up to its block, as Mooncake's ids do. The hashes are renumbered
+//! densely (0, 1, 2, …) in order of first appearance in the output.
+//!
+//! The log's prompt size (`prompt_tokens`, which counts the model's chat
+//! template with the model's own tokenizer) rarely equals the token count
+//! of the rendered string; the contract wants ceil(input_length / 512) ids,
+//! so the chain is cut, or extended with blocks chained from the last one
+//! (identical prompts of equal size still get identical ids).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::Prompt;
+use crate::error::Result;
+use crate::hash::stable_hash;
+use crate::tokenizer::Tokenizer;
+
+/// Tokens per block.
+pub const BLOCK: usize = 512;
+
+/// The tokenizer used for hashing.
+pub struct Hasher {
+    tok: Tokenizer,
+}
+
+impl Hasher {
+    /// Hash with `tok`.
+    pub fn new(tok: Tokenizer) -> Hasher {
+        Hasher { tok }
+    }
+
+    /// Token ids of a rendered prompt.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
+        self.tok.encode(text)
+    }
+}
+
+/// The prompt as one string: the same prompt always renders the same, and
+/// a conversation that extends another renders to an extension of it.
+pub fn render(prompt: &Prompt) -> String {
+    let mut out = String::new();
+    if let Some(tools) = &prompt.tools {
+        out.push_str("<|tools|>\n");
+        out.push_str(&tools.to_string());
+        out.push('\n');
+    }
+    match &prompt.messages {
+        Some(Value::Array(messages)) => {
+            for m in messages {
+                render_message(m, &mut out);
+            }
+        }
+        Some(other) => render_content(other, &mut out),
+        None => {}
+    }
+    if let Some(text) = &prompt.text {
+        out.push_str(text);
+    }
+    out
+}
+
+fn render_message(m: &Value, out: &mut String) {
+    let Value::Object(obj) = m else {
+        render_content(m, out);
+        out.push('\n');
+        return;
+    };
+    let role = obj.get("role").and_then(Value::as_str).unwrap_or("user");
+    out.push_str("<|");
+    out.push_str(role);
+    out.push_str("|>\n");
+    if let Some(content) = obj.get("content") {
+        render_content(content, out);
+    }
+    for (key, value) in obj {
+        if key != "role" && key != "content" && !value.is_null() {
+            out.push_str(&format!("\n<|{key}|>{value}"));
+        }
+    }
+    out.push('\n');
+}
+
+fn render_content(content: &Value, out: &mut String) {
+    match content {
+        Value::String(s) => out.push_str(s),
+        Value::Null => {}
+        Value::Array(parts) => {
+            for part in parts {
+                match part.get("text").and_then(Value::as_str) {
+                    Some(text) => out.push_str(text),
+                    None => match part {
+                        Value::String(s) => out.push_str(s),
+                        other => out.push_str(&other.to_string()),
+                    },
+                }
+            }
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Chained hashes of `tokens` in blocks of `block` tokens (the last block
+/// may be partial).
+pub fn chain(tokens: &[u32], block: usize) -> Vec<u64> {
+    let mut prev = 0u64;
+    let mut bytes = Vec::with_capacity(block * 4);
+    tokens
+        .chunks(block)
+        .map(|chunk| {
+            bytes.clear();
+            for t in chunk {
+                bytes.extend_from_slice(&t.to_le_bytes());
+            }
+            prev = stable_hash(prev, &bytes);
+            prev
+        })
+        .collect()
+}
+
+/// Cut or extend `hashes` to `want` blocks; extra blocks continue the chain.
+pub fn fit(mut hashes: Vec<u64>, want: usize) -> Vec<u64> {
+    hashes.truncate(want);
+    let mut prev = hashes.last().copied().unwrap_or(0);
+    while hashes.len() < want {
+        prev = stable_hash(prev, b"tracekit: block beyond the rendered prompt");
+        hashes.push(prev);
+    }
+    hashes
+}
+
+/// Dense ids for hashes, in order of first appearance.
+#[derive(Debug, Default)]
+pub struct Renumber {
+    ids: HashMap<u64, u64>,
+}
+
+impl Renumber {
+    /// The id of `hash`, a new one if it was not seen before.
+    pub fn id(&mut self, hash: u64) -> u64 {
+        let next = self.ids.len() as u64;
+        *self.ids.entry(hash).or_insert(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::mix;
+
+    /// A seeded generator (SplitMix64), so every run tests the same cases.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(1);
+            mix(self.0)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn prefix_property_holds_for_random_prompts() {
+        let mut rng = Rng(20261123);
+        for case in 0..300 {
+            let block = [1usize, 4, 16, 512][rng.below(4) as usize];
+            let blocks = 1 + rng.below(6) as usize;
+            let len = block * blocks - rng.below(block as u64) as usize;
+            let a: Vec<u32> = (0..len).map(|_| rng.below(50_000) as u32).collect();
+
+            // Prompts sharing k whole blocks share exactly their first k ids.
+            let k = rng.below(blocks as u64 + 1) as usize;
+            let mut b: Vec<u32> = a[..(k * block).min(len)].to_vec();
+            let extra = rng.below(3 * block as u64) as usize + 1;
+            b.extend((0..extra).map(|_| 50_000 + rng.below(1000) as u32));
+            let (ha, hb) = (chain(&a, block), chain(&b, block));
+            let shared = ha.iter().zip(&hb).take_while(|(x, y)| x == y).count();
+            let whole = k.min(len / block);
+            assert_eq!(shared, whole, "case {case}: block {block}, k {k}");
+
+            // Changing one token in block j changes the ids from j on only.
+            let pos = rng.below(len as u64) as usize;
+            let mut c = a.clone();
+            c[pos] = c[pos].wrapping_add(1 + rng.below(10) as u32);
+            let hc = chain(&c, block);
+            let j = pos / block;
+            assert_eq!(ha[..j], hc[..j], "case {case}");
+            for i in j..ha.len() {
+                assert_ne!(ha[i], hc[i], "case {case}: block {i} of {}", ha.len());
+            }
+        }
+    }
+
+    #[test]
+    fn fit_cuts_or_extends_the_chain() {
+        let h = chain(&[1, 2, 3, 4, 5], 2);
+        assert_eq!(h.len(), 3);
+        assert_eq!(fit(h.clone(), 2), h[..2]);
+        let longer = fit(h.clone(), 5);
+        assert_eq!(longer[..3], h[..]);
+        assert_eq!(longer, fit(h.clone(), 5));
+        assert_ne!(longer[3], longer[4]);
+    }
+
+    #[test]
+    fn renumbering_is_dense_in_order_of_appearance() {
+        let mut r = Renumber::default();
+        assert_eq!([r.id(99), r.id(7), r.id(99), r.id(5)], [0, 1, 0, 2]);
+    }
+
+    #[test]
+    fn a_longer_conversation_renders_to_an_extension() {
+        let turn1 = serde_json::json!([{"role": "user", "content": "hi"}]);
+        let turn2 = serde_json::json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}
+        ]);
+        let r1 = render(&Prompt {
+            messages: Some(turn1),
+            ..Prompt::default()
+        });
+        let r2 = render(&Prompt {
+            messages: Some(turn2),
+            ..Prompt::default()
+        });
+        assert_eq!(r1, "<|user|>\nhi\n");
+        assert!(r2.starts_with(&r1));
+        assert_eq!(r2, "<|user|>\nhi\n<|assistant|>\nhello\n");
+    }
+}

@@ -1,0 +1,295 @@
+//! Langfuse observations, from every surface that exports them: the public
+//! API (v1 page-based and v2 cursor-based responses, `{"data": [...]}`), the
+//! UI "download trace" JSON (`{"trace": {...}, "observations": [...]}`), the
+//! UI batch export (CSV, JSON, JSONL; camelCase) and the blob-storage export
+//! (JSONL, snake_case, naive UTC times), and ingestion batches
+//! (`{"batch": [{"type": "generation-create", "body": …}]}`, as LiteLLM's
+//! Langfuse logger sends them; times with the host's offset).
+//!
+//! Only GENERATION observations are requests; the others are counted and
+//! left out. Sessions come from the observation (`sessionId`), the
+//! downloaded trace, or trace records given as further inputs (the traces
+//! API response, the blob export's traces table), joined on the trace id.
+//! `latency` and `timeToFirstToken` are seconds.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::fields::{Object, count, instant, nested, number, present, string};
+use super::{Ctx, Fate, Prompt, Request, container};
+use crate::error::{FieldError, Location, Result};
+
+/// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
+pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let head = reader
+        .fill_buf()
+        .map_err(|e| crate::error::Error::io(&*source, e))?;
+    let first = head
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace() && !matches!(b, 0xef | 0xbb | 0xbf));
+    if matches!(first, Some(b'{' | b'[')) || first.is_none() {
+        return container::for_each_object(reader, source, ctx, |ctx, loc, obj| {
+            object(ctx, loc, obj, None)
+        });
+    }
+    container::for_each_row(
+        reader,
+        source,
+        ctx,
+        |h| Ok(h.names().to_vec()),
+        |ctx, loc, names, row| {
+            let obj: Object = names
+                .iter()
+                .zip(row.iter())
+                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
+                .collect();
+            object(ctx, loc, obj, None)
+        },
+    )
+}
+
+fn first_of(obj: &Object, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| string(obj, k).ok().flatten())
+}
+
+/// An observation, a trace, or a downloaded trace holding observations.
+fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> Result<()> {
+    if let (Some(Value::Array(observations)), Some(trace)) =
+        (obj.get("observations"), obj.get("trace"))
+    {
+        // UI download: the trace carries the session.
+        let session = trace
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        for o in observations {
+            match o {
+                Value::Object(o) => object(ctx, loc, o.clone(), session.as_deref())?,
+                other => ctx.bad(
+                    FieldError::new(
+                        "observations",
+                        format!(
+                            "expected objects, found {}",
+                            crate::error::quote_value(&other.to_string())
+                        ),
+                    )
+                    .at(loc),
+                )?,
+            }
+        }
+        return Ok(());
+    }
+    if let Some(Value::Array(events)) = obj.get("batch") {
+        // An ingestion batch (what LiteLLM's Langfuse logger sends).
+        for event in events {
+            let body = event.get("body").and_then(Value::as_object);
+            match (event.get("type").and_then(Value::as_str), body) {
+                (Some("trace-create"), Some(body)) => {
+                    if let (Some(id), Some(s)) = (
+                        body.get("id").and_then(Value::as_str),
+                        body.get("sessionId").and_then(Value::as_str),
+                    ) {
+                        ctx.trace_sessions.insert(id.to_string(), s.to_string());
+                    }
+                }
+                (Some("generation-create"), Some(body)) => {
+                    let mut body = body.clone();
+                    body.insert("type".into(), Value::String("GENERATION".into()));
+                    object(ctx, loc, body, session)?;
+                }
+                _ => {}
+            }
+        }
+        return Ok(());
+    }
+    if present(&obj, "type").is_none() {
+        // A trace: remember its session for the observations that name it.
+        if let (Some(id), Some(s)) = (
+            first_of(&obj, &["id"]),
+            first_of(&obj, &["sessionId", "session_id"]),
+        ) {
+            ctx.trace_sessions.insert(id, s);
+        }
+        return Ok(());
+    }
+    match observation(&obj, loc) {
+        Ok((mut req, naive)) => {
+            if let Some((field, text)) = naive {
+                ctx.naive_time(loc, field, &text);
+            }
+            if req.session.is_none() {
+                req.session = session.map(str::to_string);
+            }
+            ctx.push(req)
+        }
+        Err(e) => ctx.bad(e.at(loc)),
+    }
+}
+
+/// A date-time field under either of its names.
+fn time_field(
+    obj: &Object,
+    names: [&'static str; 2],
+    naive: &mut Option<(&'static str, String)>,
+) -> std::result::Result<Option<i64>, FieldError> {
+    for name in names {
+        if let Some((ns, text)) = instant(obj, name)? {
+            if let (Some(text), None) = (text, &*naive) {
+                *naive = Some((name, text));
+            }
+            return Ok(Some(ns));
+        }
+    }
+    Ok(None)
+}
+
+/// Token usage: the reduced figure, else the sum of the detail keys that
+/// are `key` or start with `key_`, else the legacy fields.
+fn usage(
+    obj: &Object,
+    reduced: &str,
+    key: &str,
+    legacy: &str,
+) -> std::result::Result<Option<u64>, FieldError> {
+    if let Some(n) = count(obj, reduced)?.filter(|&n| n > 0) {
+        return Ok(Some(n));
+    }
+    let details = nested(obj, "usageDetails").or_else(|| nested(obj, "usage_details"));
+    if let Some(Value::Object(d)) = details {
+        let prefix = format!("{key}_");
+        let mut sum = None;
+        for (k, v) in &d {
+            if k == key || k.starts_with(&prefix) {
+                let n = v.as_u64().ok_or_else(|| {
+                    FieldError::new(
+                        format!("usageDetails.{k}"),
+                        format!("expected an integer ≥ 0, found {v}"),
+                    )
+                })?;
+                sum = Some(sum.unwrap_or(0) + n);
+            }
+        }
+        if sum.is_some() {
+            return Ok(sum);
+        }
+    }
+    if let Some(Value::Object(u)) = nested(obj, "usage") {
+        if let Some(n) = u.get(key).and_then(Value::as_u64) {
+            return Ok(Some(n));
+        }
+    }
+    count(obj, legacy)
+}
+
+#[allow(clippy::type_complexity)]
+fn observation(
+    obj: &Object,
+    loc: &Location,
+) -> std::result::Result<(Request, Option<(&'static str, String)>), FieldError> {
+    let mut naive = None;
+    let start = time_field(obj, ["startTime", "start_time"], &mut naive)?.ok_or_else(|| {
+        FieldError::new(
+            "startTime",
+            "is missing: the arrival time of the generation",
+        )
+    })?;
+    let end = time_field(obj, ["endTime", "end_time"], &mut naive)?;
+    let first = time_field(
+        obj,
+        ["completionStartTime", "completion_start_time"],
+        &mut naive,
+    )?;
+    let mut req = Request::new(loc.clone(), start);
+    let kind = string(obj, "type")?.unwrap_or_default();
+    if kind != "GENERATION" {
+        req.fate = Fate::NotGeneration;
+        return Ok((req, None));
+    }
+    req.end_ns = end;
+    let latency = number(obj, "latency")?;
+    req.observed.e2e_ms = match (latency, end) {
+        (Some(s), _) => Some(s * 1000.0),
+        (None, Some(e)) => Some((e - start) as f64 / 1e6),
+        _ => None,
+    };
+    let ttft = match number(obj, "timeToFirstToken")? {
+        Some(s) => Some(s),
+        None => number(obj, "time_to_first_token")?,
+    };
+    req.observed.ttft_ms = match (ttft, first) {
+        (Some(s), _) => Some(s * 1000.0),
+        (None, Some(f)) if f >= start => Some((f - start) as f64 / 1e6),
+        _ => None,
+    };
+    let input = usage(obj, "inputUsage", "input", "promptTokens")?;
+    let output = usage(obj, "outputUsage", "output", "completionTokens")?;
+    req.input_length = input;
+    req.output_length = output.unwrap_or(0);
+    req.observed.prompt_tokens = input;
+    req.observed.completion_tokens = output;
+    req.model = first_of(obj, &["model", "providedModelName", "provided_model_name"]);
+    req.id = string(obj, "id")?;
+    req.session = first_of(obj, &["sessionId", "session_id"]);
+    req.trace_id = first_of(obj, &["traceId", "trace_id"]);
+    if string(obj, "level")?.as_deref() == Some("ERROR") {
+        req.fate = Fate::Failed;
+    }
+    let params = nested(obj, "modelParameters")
+        .or_else(|| nested(obj, "model_parameters"))
+        .unwrap_or(Value::Null);
+    req.max_tokens = params.get("max_tokens").and_then(|v| match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    });
+    req.prompt = prompt(obj, &params);
+    Ok((req, naive))
+}
+
+/// Messages from `input`: a list of `{role, content}`, or `{messages,
+/// tools}`; anything else (Gemini contents, LangChain args, plain text) is
+/// not a conversation this tool can replay.
+fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
+    let input = nested(obj, "input")?;
+    let (messages, tools) = match &input {
+        Value::Array(items) => (items.clone(), None),
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(items)) => (items.clone(), o.get("tools").cloned()),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if messages.is_empty()
+        || !messages
+            .iter()
+            .all(|m| m.get("role").is_some_and(Value::is_string))
+    {
+        return None;
+    }
+    let tools = tools
+        .or_else(|| params.get("tools").cloned())
+        .or_else(|| tool_definitions(obj))
+        .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    Some(Prompt {
+        messages: Some(Value::Array(messages)),
+        text: None,
+        tools,
+    })
+}
+
+/// `toolDefinitions`: a map from name to a JSON string of the definition.
+fn tool_definitions(obj: &Object) -> Option<Value> {
+    let defs = nested(obj, "toolDefinitions").or_else(|| nested(obj, "tool_definitions"))?;
+    let defs = defs.as_object()?;
+    let tools: Vec<Value> = defs
+        .values()
+        .filter_map(|v| match v {
+            Value::String(s) => serde_json::from_str(s).ok(),
+            other => Some(other.clone()),
+        })
+        .collect();
+    (!tools.is_empty()).then_some(Value::Array(tools))
+}

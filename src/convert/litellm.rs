@@ -1,0 +1,272 @@
+//! LiteLLM logs: StandardLoggingPayload objects (what callbacks and the
+//! S3/GCS loggers write) and LiteLLM_SpendLogs rows (the proxy database:
+//! `psql \copy … CSV HEADER` exports, the `/spend/logs` API's JSON, and
+//! SpendLogsPayload objects). The two are told apart per object: a row has
+//! `request_id`.
+//!
+//! Times: payload floats are epoch seconds; strings are date-times, naive
+//! ones taken as UTC (said once). TTFT is written only when the call
+//! streamed (`completionStartTime` before `endTime`: LiteLLM sets it to the
+//! end time otherwise). Failures (`status` failure) and response-cache hits
+//! are marked so the caller can drop and count them.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::fields::{self, Object, count, flag, instant, nested, present, string};
+use super::{Ctx, Fate, Prompt, Request, container};
+use crate::error::{FieldError, Location, Result};
+
+/// What LiteLLM writes in place of a prompt when message logging is off.
+const REDACTED: &str = "redacted-by-litellm";
+
+/// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
+pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let head = reader
+        .fill_buf()
+        .map_err(|e| crate::error::Error::io(&*source, e))?;
+    let first = head
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace() && *b != 0xef && *b != 0xbb && *b != 0xbf);
+    if matches!(first, Some(b'{' | b'[')) || first.is_none() {
+        return container::for_each_object(reader, source, ctx, convert_object);
+    }
+    container::for_each_row(
+        reader,
+        source,
+        ctx,
+        |h| Ok(h.names().to_vec()),
+        |ctx, loc, names, row| {
+            let obj: Object = names
+                .iter()
+                .zip(row.iter())
+                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
+                .collect();
+            convert_object(ctx, loc, obj)
+        },
+    )
+}
+
+fn convert_object(ctx: &mut Ctx, loc: &Location, obj: Object) -> Result<()> {
+    let mut naive: Option<(&'static str, String)> = None;
+    let parsed = if obj.contains_key("request_id") {
+        spend_log(&obj, loc, &mut naive)
+    } else {
+        payload(&obj, loc, &mut naive)
+    };
+    match parsed {
+        Ok(req) => {
+            if let Some((field, text)) = naive {
+                ctx.naive_time(loc, field, &text);
+            }
+            ctx.push(req)
+        }
+        Err(e) => ctx.bad(e.at(loc)),
+    }
+}
+
+/// Start, end and first-token times, and whether any was naive.
+struct Times {
+    start: i64,
+    end: Option<i64>,
+    first: Option<i64>,
+}
+
+fn times(
+    obj: &Object,
+    naive: &mut Option<(&'static str, String)>,
+) -> std::result::Result<Times, FieldError> {
+    let mut get = |field: &'static str| -> std::result::Result<Option<i64>, FieldError> {
+        Ok(instant(obj, field)?.map(|(ns, text)| {
+            if let (Some(text), None) = (text, &*naive) {
+                *naive = Some((field, text));
+            }
+            ns
+        }))
+    };
+    let start = get("startTime")?.ok_or_else(|| {
+        FieldError::new("startTime", "is missing: the arrival time of the request")
+    })?;
+    let end = get("endTime")?;
+    let first = get("completionStartTime")?;
+    if let Some(e) = end {
+        if e < start {
+            return Err(FieldError::new(
+                "endTime",
+                format!(
+                    "{} is before startTime {}",
+                    show(obj, "endTime"),
+                    show(obj, "startTime")
+                ),
+            ));
+        }
+    }
+    Ok(Times { start, end, first })
+}
+
+fn show(obj: &Object, field: &str) -> String {
+    obj.get(field).map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn common(req: &mut Request, t: &Times) {
+    req.end_ns = t.end;
+    if let Some(end) = t.end {
+        req.observed.e2e_ms = Some((end - t.start) as f64 / 1e6);
+        // Not streamed: LiteLLM sets completionStartTime to endTime.
+        if let Some(first) = t.first.filter(|&f| f >= t.start && f < end) {
+            req.observed.ttft_ms = Some((first - t.start) as f64 / 1e6);
+        }
+    }
+}
+
+fn model(obj: &Object) -> std::result::Result<Option<String>, FieldError> {
+    match string(obj, "model_group")? {
+        Some(g) if !g.is_empty() => Ok(Some(g)),
+        _ => Ok(string(obj, "model")?.filter(|m| !m.is_empty())),
+    }
+}
+
+fn tokens(req: &mut Request, obj: &Object) -> std::result::Result<(), FieldError> {
+    let prompt = count(obj, "prompt_tokens")?;
+    let completion = count(obj, "completion_tokens")?;
+    req.input_length = prompt;
+    req.output_length = completion.unwrap_or(0);
+    req.observed.prompt_tokens = prompt;
+    req.observed.completion_tokens = completion;
+    Ok(())
+}
+
+fn failed(obj: &Object) -> std::result::Result<bool, FieldError> {
+    Ok(string(obj, "status")?.is_some_and(|s| s.eq_ignore_ascii_case("failure")))
+}
+
+/// max_tokens of a request body or of `model_parameters`.
+fn max_tokens(params: &Value) -> Option<u64> {
+    ["max_tokens", "max_completion_tokens"]
+        .iter()
+        .find_map(|k| params.get(k).and_then(Value::as_u64))
+}
+
+/// The prompt of a request: chat messages, or a text prompt, unless redacted.
+fn prompt_of(messages: Option<&Value>, tools: Option<&Value>) -> Option<Prompt> {
+    let tools = tools.filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    let prompt = match messages? {
+        Value::String(s) if s.contains(REDACTED) || s.is_empty() => return None,
+        Value::String(s) => Prompt {
+            text: Some(s.clone()),
+            ..Prompt::default()
+        },
+        Value::Array(items) if items.is_empty() => return None,
+        Value::Array(items) if items.iter().all(Value::is_object) => {
+            if items.iter().any(|m| {
+                m.get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c == REDACTED)
+            }) {
+                return None;
+            }
+            Prompt {
+                messages: Some(Value::Array(items.clone())),
+                ..Prompt::default()
+            }
+        }
+        Value::Array(items) if items.iter().all(Value::is_string) => Prompt {
+            text: Some(
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            ..Prompt::default()
+        },
+        _ => return None,
+    };
+    Some(Prompt {
+        tools: tools.cloned(),
+        ..prompt
+    })
+}
+
+/// A StandardLoggingPayload.
+fn payload(
+    obj: &Object,
+    loc: &Location,
+    naive: &mut Option<(&'static str, String)>,
+) -> std::result::Result<Request, FieldError> {
+    let t = times(obj, naive)?;
+    let mut req = Request::new(loc.clone(), t.start);
+    common(&mut req, &t);
+    tokens(&mut req, obj)?;
+    req.model = model(obj)?;
+    req.id = match string(obj, "litellm_call_id")? {
+        Some(id) if !id.is_empty() => Some(id),
+        _ => string(obj, "id")?,
+    };
+    let metadata = nested(obj, "metadata");
+    req.session = string(obj, "trace_id")?.or_else(|| {
+        metadata
+            .as_ref()
+            .and_then(|m| m.pointer("/requester_metadata/session_id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    if failed(obj)? {
+        req.fate = Fate::Failed;
+    } else if flag(obj, "cache_hit")? == Some(true) {
+        req.fate = Fate::CacheHit;
+    }
+    let params = nested(obj, "model_parameters").unwrap_or(Value::Null);
+    req.max_tokens = max_tokens(&params);
+    let messages = present(obj, "messages");
+    req.prompt = prompt_of(messages, params.get("tools"));
+    Ok(req)
+}
+
+/// A LiteLLM_SpendLogs row (CSV export, API JSON, SpendLogsPayload).
+fn spend_log(
+    obj: &Object,
+    loc: &Location,
+    naive: &mut Option<(&'static str, String)>,
+) -> std::result::Result<Request, FieldError> {
+    let t = times(obj, naive)?;
+    let mut req = Request::new(loc.clone(), t.start);
+    common(&mut req, &t);
+    if let Some(ms) = fields::number(obj, "request_duration_ms")? {
+        req.observed.e2e_ms = Some(ms);
+    }
+    tokens(&mut req, obj)?;
+    req.model = model(obj)?;
+    let metadata = nested(obj, "metadata");
+    let call_id = metadata
+        .as_ref()
+        .and_then(|m| m.get("litellm_call_id"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    req.id = match call_id {
+        Some(id) => Some(id),
+        None => string(obj, "request_id")?,
+    };
+    req.session = string(obj, "session_id")?;
+    let status_failed = failed(obj)?
+        || metadata
+            .as_ref()
+            .and_then(|m| m.get("status"))
+            .and_then(Value::as_str)
+            .is_some_and(|s| s == "failure");
+    if status_failed {
+        req.fate = Fate::Failed;
+    } else if flag(obj, "cache_hit")? == Some(true) {
+        req.fate = Fate::CacheHit;
+    }
+    if let Some(body) = nested(obj, "proxy_server_request") {
+        req.max_tokens = max_tokens(&body);
+        let messages = body.get("messages").or_else(|| body.get("prompt"));
+        req.prompt = prompt_of(messages, body.get("tools"));
+    }
+    Ok(req)
+}

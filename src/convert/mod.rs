@@ -1,0 +1,770 @@
+//! trace-convert: source logs and public traces → canonical trace records.
+//!
+//! Each format module turns its rows into [`Request`]s, the one shape every
+//! source maps onto (times in epoch or relative nanoseconds, token counts,
+//! session, observed figures, the prompt where the log has it). This module
+//! does what is common to all of them: finding the inputs (directories are
+//! walked), recognising the format, dropping failures and cache hits,
+//! sorting by arrival, rebasing time to the first record, deriving session
+//! delays, content hashing, writing the records and the summary.
+//!
+//! Sorting needs every request in memory: memory grows with the number of
+//! records (the man page says so).
+
+pub mod azure;
+pub mod bailian;
+pub mod burstgpt;
+pub mod container;
+pub mod fields;
+pub mod hashing;
+pub mod langfuse;
+pub mod litellm;
+pub mod mooncake;
+pub mod openai_batch;
+pub mod time;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Parser, ValueEnum};
+use serde_json::Value;
+
+use crate::cli::{self, InputArgs, OutputArgs, SkipArgs, Skipper, plural};
+use crate::error::{Error, Location, Result};
+use crate::io::{self, InputSpec, Output};
+use crate::record::{self, Record};
+use crate::tokenizer;
+
+use hashing::{Hasher, Renumber};
+
+const EXAMPLES: &str = "\
+Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, an
+unrecognised format, a malformed record without --skip-invalid).
+
+Examples:
+  LiteLLM callback logs (a directory of S3 objects), checked and described:
+    trace-convert --from litellm logs/ | trace-validate --report
+
+  A public trace, ten minutes of it, twice as fast:
+    trace-convert AzureLLMInferenceTrace_conv.csv | trace-slice --to 10m | trace-rescale --speed 2
+
+  Keep the conversations themselves, for an exact replay:
+    trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
+
+/// Convert LiteLLM and Langfuse logs, OpenAI batches and public traces
+/// (Mooncake, Azure, BurstGPT, Bailian) to canonical trace records (JSONL).
+///
+/// Records are sorted by arrival time and the first is written at
+/// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
+/// record in memory: memory grows with the number of records.
+///
+/// Failed requests and LiteLLM response-cache hits are left out and counted
+/// unless --keep-failed / --keep-cache-hits. Session ids that occur once
+/// are not sessions; a later turn of a session gets `delay`, its start
+/// minus the previous turn's end. Without --keep-messages no prompt text is
+/// written: where the log has the prompt, `hash_ids` are computed from its
+/// tokens in 512-token blocks, so shared prefixes stay visible.
+///
+/// A FILE that is a directory stands for every file under it (recursively,
+/// in name order), as LiteLLM's S3 and GCS loggers leave them. A summary
+/// goes to standard error: records read, written, dropped by reason,
+/// sessions, time span.
+#[derive(Parser, Debug)]
+#[command(name = "trace-convert", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Format of the input; `auto` recognises it from the content of the
+    /// first input and says which it chose.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "auto")]
+    pub from: Format,
+
+    /// Keep absolute times (epoch milliseconds, or the source's own origin)
+    /// instead of starting at 0.
+    #[arg(long)]
+    pub absolute: bool,
+
+    /// Keep failed requests, with `observed.status` "error" and
+    /// `output_length` from the request's max_tokens, else 1.
+    #[arg(long)]
+    pub keep_failed: bool,
+
+    /// Keep LiteLLM response-cache hits (they never reached a model), with
+    /// `observed.status` "cache_hit".
+    #[arg(long)]
+    pub keep_cache_hits: bool,
+
+    /// Write the conversation (`messages`, `tools`) where the log has it,
+    /// instead of `input_length` and `hash_ids`; the prompt size then goes
+    /// in `observed.prompt_tokens`. Prompt text leaves the converter only
+    /// with this flag.
+    #[arg(long)]
+    pub keep_messages: bool,
+
+    /// Tokenizer for content hashing: o200k_base, cl100k_base, r50k_base,
+    /// built in, or a Hugging Face tokenizer.json file.
+    #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
+    pub tokenizer: String,
+
+    /// openai-batch only: space the records R per second, in the input
+    /// file's order (a batch has no arrival times; without this flag every
+    /// record is at 0).
+    #[arg(long, value_name = "R", value_parser = positive_rate)]
+    pub rate: Option<f64>,
+
+    #[command(flatten)]
+    pub skip_invalid: SkipArgs,
+}
+
+fn positive_rate(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("`{text}` is not a rate > 0 (requests per second)")),
+    }
+}
+
+/// The source formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Recognise the format from the content.
+    Auto,
+    /// LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows
+    /// (CSV export, `/spend/logs` JSON).
+    Litellm,
+    /// Langfuse observations: API responses, UI download and batch
+    /// export, blob-storage export (with its traces table for sessions).
+    Langfuse,
+    /// Mooncake FAST'25 JSONL traces (normalised: sorted, rebased, checked).
+    Mooncake,
+    /// Azure LLM inference traces, 2023 and 2024 CSVs.
+    Azure,
+    /// BurstGPT CSVs, 6 and 8 columns.
+    Burstgpt,
+    /// Alibaba Bailian (Qwen) usage traces: chat_id/parent_chat_id
+    /// sessions, 16-token blocks re-blocked to 512.
+    Bailian,
+    /// OpenAI Batch API input file joined with its output and error files
+    /// on `custom_id` (no arrival times: see --rate).
+    OpenaiBatch,
+}
+
+impl Format {
+    /// The name `--from` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Litellm => "litellm",
+            Format::Langfuse => "langfuse",
+            Format::Mooncake => "mooncake",
+            Format::Azure => "azure",
+            Format::Burstgpt => "burstgpt",
+            Format::Bailian => "bailian",
+            Format::OpenaiBatch => "openai-batch",
+        }
+    }
+
+    /// Every concrete format, for messages.
+    pub const CONCRETE: [Format; 7] = [
+        Format::Litellm,
+        Format::Langfuse,
+        Format::Mooncake,
+        Format::Azure,
+        Format::Burstgpt,
+        Format::Bailian,
+        Format::OpenaiBatch,
+    ];
+}
+
+/// What became of a request in the source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fate {
+    /// It was served.
+    #[default]
+    Ok,
+    /// It failed (status failure, zero output tokens).
+    Failed,
+    /// A LiteLLM response-cache hit: it never reached a model.
+    CacheHit,
+    /// Not a model call (a Langfuse span, event, tool, agent).
+    NotGeneration,
+}
+
+/// What production saw, written as `observed`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// Prompt tokens the log reported.
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens the log reported.
+    pub completion_tokens: Option<u64>,
+    /// Time to first token, ms; only for calls that streamed.
+    pub ttft_ms: Option<f64>,
+    /// Start to end, ms.
+    pub e2e_ms: Option<f64>,
+}
+
+/// The prompt as the log gives it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Prompt {
+    /// Chat messages (an array of objects with `role`).
+    pub messages: Option<Value>,
+    /// A plain text prompt (text completions).
+    pub text: Option<String>,
+    /// Tool definitions.
+    pub tools: Option<Value>,
+}
+
+/// One request from any source: the common shape the format modules produce.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Where it was read.
+    pub loc: Location,
+    /// Arrival: epoch nanoseconds, or the source's own origin.
+    pub start_ns: i64,
+    /// Completion, same clock, where known.
+    pub end_ns: Option<i64>,
+    /// Prompt tokens.
+    pub input_length: Option<u64>,
+    /// Generated tokens; 0 when the request produced none.
+    pub output_length: u64,
+    /// The request's max_tokens, for failures kept with --keep-failed.
+    pub max_tokens: Option<u64>,
+    /// Session id as the log gives it (kept only if it repeats).
+    pub session: Option<String>,
+    /// Model the client asked for.
+    pub model: Option<String>,
+    /// The log's request id.
+    pub id: Option<String>,
+    /// The trace it belongs to, to find its session in trace records.
+    pub trace_id: Option<String>,
+    /// Observed figures.
+    pub observed: Observed,
+    /// Served, failed or cache hit.
+    pub fate: Fate,
+    /// The prompt, where the log has it.
+    pub prompt: Option<Prompt>,
+    /// Chained block hashes of the prompt (before renumbering).
+    pub hashes: Option<Vec<u64>>,
+    /// A source record passed through (Mooncake): only its timestamp changes.
+    pub passthrough: Option<Record<'static>>,
+}
+
+impl Request {
+    /// A request read at `loc` that arrived at `start_ns`.
+    pub fn new(loc: Location, start_ns: i64) -> Request {
+        Request {
+            loc,
+            start_ns,
+            end_ns: None,
+            input_length: None,
+            output_length: 0,
+            max_tokens: None,
+            session: None,
+            model: None,
+            id: None,
+            trace_id: None,
+            observed: Observed::default(),
+            fate: Fate::Ok,
+            prompt: None,
+            hashes: None,
+            passthrough: None,
+        }
+    }
+}
+
+/// What the readers share: the requests so far, the skip policy, warnings
+/// given once, and the content hasher.
+pub struct Ctx {
+    requests: Vec<Request>,
+    skipper: Skipper,
+    read: u64,
+    warned_naive: bool,
+    keep_messages: bool,
+    tokenizer: String,
+    hasher: Option<Hasher>,
+    /// Bailian chat ids to the first turn of their conversation.
+    bailian_roots: HashMap<i64, i64>,
+    /// OpenAI batch lines, joined on `custom_id` across inputs.
+    batch: openai_batch::Batch,
+    /// Sessions of traces, by trace id, from trace records read.
+    pub trace_sessions: HashMap<String, String>,
+}
+
+impl Ctx {
+    fn new(args: &Args) -> Ctx {
+        Ctx {
+            requests: Vec::new(),
+            skipper: Skipper::new(&args.skip_invalid),
+            read: 0,
+            warned_naive: false,
+            keep_messages: args.keep_messages,
+            tokenizer: args.tokenizer.clone(),
+            hasher: None,
+            batch: openai_batch::Batch::default(),
+            bailian_roots: HashMap::new(),
+            trace_sessions: HashMap::new(),
+        }
+    }
+
+    /// A request read from the source. Without --keep-messages its prompt
+    /// is hashed now and the text dropped.
+    pub fn push(&mut self, mut req: Request) -> Result<()> {
+        self.read += 1;
+        if !self.keep_messages {
+            if let Some(prompt) = req.prompt.take() {
+                if self.hasher.is_none() {
+                    self.hasher = Some(Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?));
+                }
+                let hasher = self.hasher.as_ref().expect("loaded above");
+                let text = hashing::render(&prompt);
+                let tokens = hasher.tokenize(&text)?;
+                let length = req
+                    .input_length
+                    .filter(|&n| n > 0)
+                    .unwrap_or(tokens.len() as u64);
+                req.input_length = Some(length);
+                req.hashes = Some(hashing::fit(
+                    hashing::chain(&tokens, hashing::BLOCK),
+                    record::blocks_for(length, record::DEFAULT_BLOCK_SIZE) as usize,
+                ));
+            }
+        }
+        self.requests.push(req);
+        Ok(())
+    }
+
+    /// A record that cannot be converted: stop, or skip and count it.
+    pub fn bad(&mut self, err: Error) -> Result<()> {
+        self.read += 1;
+        self.skipper.skip(err)
+    }
+
+    /// Say once that naive date-times are taken as UTC.
+    pub fn naive_time(&mut self, loc: &Location, field: &str, value: &str) {
+        if !self.warned_naive {
+            self.warned_naive = true;
+            cli::warn_at(
+                loc,
+                format!(
+                    "field `{field}`: \"{value}\" has no time zone; naive date-times are taken as UTC"
+                ),
+            );
+        }
+    }
+}
+
+/// Run trace-convert.
+pub fn run(args: &Args) -> Result<cli::Outcome> {
+    let specs = expand_inputs(&io::input_specs(&args.input.files)?)?;
+    let mut out = Output::open(args.output.output.as_deref())?;
+    let mut ctx = Ctx::new(args);
+    let mut format = args.from;
+    for spec in &specs {
+        let source = spec.display_name();
+        let mut reader = io::open_input(spec)?;
+        if format == Format::Auto {
+            if is_empty(&mut reader, &source)? {
+                // Nothing to recognise, and nothing to convert.
+                continue;
+            }
+            format = detect(&mut reader, &source)?;
+            cli::note(format!(
+                "{source}: recognised as {} input (choose with --from)",
+                format.name()
+            ));
+        }
+        if args.rate.is_some() && format != Format::OpenaiBatch {
+            return Err(Error::usage(format!(
+                "--rate applies to openai-batch input only; {} input has its own arrival times",
+                format.name()
+            )));
+        }
+        read_one(format, reader, source, &mut ctx)?;
+    }
+    if format == Format::OpenaiBatch {
+        openai_batch::finish(&mut ctx, args.rate)?;
+    }
+    let mut requests = std::mem::take(&mut ctx.requests);
+    for r in &mut requests {
+        if r.session.is_none() {
+            if let Some(s) = r.trace_id.as_ref().and_then(|t| ctx.trace_sessions.get(t)) {
+                r.session = Some(s.clone());
+            }
+        }
+    }
+    let summary = write(args, requests, &mut out)?;
+    out.finish()?;
+    ctx.skipper.finish();
+    summary.print(ctx.read, ctx.skipper.skipped());
+    Ok(cli::Outcome::Success)
+}
+
+fn read_one(
+    format: Format,
+    reader: Box<dyn BufRead + Send>,
+    source: Arc<str>,
+    ctx: &mut Ctx,
+) -> Result<()> {
+    match format {
+        Format::Auto => unreachable!("resolved by detect"),
+        Format::Mooncake => mooncake::read(reader, source, ctx),
+        Format::Azure => azure::read(reader, source, ctx),
+        Format::Burstgpt => burstgpt::read(reader, source, ctx),
+        Format::Litellm => litellm::read(reader, source, ctx),
+        Format::Langfuse => langfuse::read(reader, source, ctx),
+        Format::OpenaiBatch => openai_batch::read(reader, source, ctx),
+        Format::Bailian => bailian::read(reader, source, ctx),
+    }
+}
+
+/// Directories become the files under them (recursively, sorted by path,
+/// hidden files left out).
+fn expand_inputs(specs: &[InputSpec]) -> Result<Vec<InputSpec>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        match spec {
+            InputSpec::Path(p) if p.is_dir() => {
+                let mut files = Vec::new();
+                walk(p, &mut files)?;
+                files.sort();
+                if files.is_empty() {
+                    return Err(Error::msg(format!(
+                        "{}: directory holds no files",
+                        p.display()
+                    )));
+                }
+                out.extend(files.into_iter().map(InputSpec::Path));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    let name = dir.display().to_string();
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(&name, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&name, e))?;
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, files)?;
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// True when the input holds nothing but white space. Nothing is consumed
+/// unless a whole buffer is white space (line numbers stay right for any
+/// input whose first 256 KiB hold a record).
+fn is_empty(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<bool> {
+    loop {
+        let buf = reader.fill_buf().map_err(|e| Error::io(source, e))?;
+        if buf.is_empty() {
+            return Ok(true);
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(_) => return Ok(false),
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+/// Recognise the format from the start of the input, without consuming it.
+fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> {
+    let head = reader.fill_buf().map_err(|e| Error::io(source, e))?;
+    let head = String::from_utf8_lossy(&head[..head.len().min(64 * 1024)]);
+    let head = head.trim_start_matches('\u{feff}').trim_start();
+    let found = if head.starts_with('{') || head.starts_with('[') {
+        if head.contains("\"custom_id\"") {
+            Some(Format::OpenaiBatch)
+        } else if head.contains("\"parent_chat_id\"") && head.contains("\"chat_id\"") {
+            Some(Format::Bailian)
+        } else if [
+            "\"generation-create\"",
+            "\"observations\"",
+            "\"traceId\"",
+            "\"projectId\"",
+            "\"project_id\"",
+            "\"usageDetails\"",
+            "\"usage_details\"",
+        ]
+        .iter()
+        .any(|k| head.contains(k))
+        {
+            Some(Format::Langfuse)
+        } else if head.contains("\"hash_ids\"")
+            || (head.contains("\"input_length\"") && head.contains("\"output_length\""))
+        {
+            Some(Format::Mooncake)
+        } else if head.contains("\"startTime\"")
+            && [
+                "\"request_id\"",
+                "\"trace_id\"",
+                "\"litellm_call_id\"",
+                "\"call_type\"",
+            ]
+            .iter()
+            .any(|k| head.contains(k))
+        {
+            Some(Format::Litellm)
+        } else {
+            None
+        }
+    } else {
+        let first = head.lines().next().unwrap_or("");
+        let cols: Vec<&str> = first.split(',').map(|c| c.trim()).collect();
+        let has = |name: &str| cols.contains(&name);
+        if has("TIMESTAMP") && has("ContextTokens") && has("GeneratedTokens") {
+            Some(Format::Azure)
+        } else if has("Timestamp") && has("Request tokens") && has("Response tokens") {
+            Some(Format::Burstgpt)
+        } else if has("request_id") && has("startTime") {
+            Some(Format::Litellm)
+        } else if (has("\"traceId\"") || has("traceId"))
+            && (has("\"startTime\"") || has("startTime"))
+        {
+            Some(Format::Langfuse)
+        } else {
+            None
+        }
+    };
+    found.ok_or_else(|| {
+        let names: Vec<&str> = Format::CONCRETE.iter().map(|f| f.name()).collect();
+        Error::msg(format!(
+            "{source}: cannot recognise the format; give --from with one of: {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// What the run did, for the summary on standard error.
+#[derive(Debug, Default)]
+struct Summary {
+    written: u64,
+    dropped: BTreeMap<&'static str, u64>,
+    sessions: u64,
+    span_ms: f64,
+}
+
+impl Summary {
+    fn print(&self, read: u64, skipped: u64) {
+        let dropped: u64 = self.dropped.values().sum();
+        let mut msg = format!(
+            "{read} record{} read, {} written",
+            plural(read),
+            self.written
+        );
+        if dropped > 0 {
+            let reasons: Vec<String> = self
+                .dropped
+                .iter()
+                .map(|(why, &n)| match *why {
+                    "cache hit" => format!("{n} cache hit{}", plural(n)),
+                    other => format!("{n} {other}"),
+                })
+                .collect();
+            msg.push_str(&format!(", {dropped} dropped ({})", reasons.join(", ")));
+        }
+        if skipped > 0 {
+            msg.push_str(&format!(", {skipped} invalid"));
+        }
+        msg.push_str(&format!(
+            "; {} session{}; time span {} s",
+            self.sessions,
+            plural(self.sessions),
+            record::format_ms(self.span_ms / 1000.0)
+        ));
+        cli::note(msg);
+    }
+}
+
+/// Drop, sort, rebase, find sessions and write the records.
+fn write(args: &Args, requests: Vec<Request>, out: &mut Output) -> Result<Summary> {
+    let mut summary = Summary::default();
+    let mut kept: Vec<Request> = Vec::with_capacity(requests.len());
+    for mut req in requests {
+        let reason = match req.fate {
+            Fate::Failed if !args.keep_failed => Some("failed"),
+            Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
+            Fate::NotGeneration => Some("not model calls"),
+            Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
+                if args.keep_failed {
+                    req.fate = Fate::Failed;
+                    None
+                } else {
+                    Some("with no output tokens")
+                }
+            }
+            _ => None,
+        };
+        match reason {
+            Some(why) => *summary.dropped.entry(why).or_insert(0) += 1,
+            None => kept.push(req),
+        }
+    }
+    // Stable: ties keep the order they were read in.
+    kept.sort_by_key(|r| r.start_ns);
+
+    let mut counts: HashMap<&str, u32> = HashMap::new();
+    for r in &kept {
+        if let Some(s) = &r.session {
+            *counts.entry(s.as_str()).or_insert(0) += 1;
+        }
+    }
+    let is_session: Vec<bool> = kept
+        .iter()
+        .map(|r| r.session.as_deref().is_some_and(|s| counts[s] > 1))
+        .collect();
+    summary.sessions = counts.values().filter(|&&n| n > 1).count() as u64;
+    drop(counts);
+
+    let origin = if args.absolute {
+        0
+    } else {
+        kept.first().map_or(0, |r| r.start_ns)
+    };
+    if let (Some(first), Some(last)) = (kept.first(), kept.last()) {
+        summary.span_ms = ns_to_ms(last.start_ns - first.start_ns);
+    }
+    let mut last_end: HashMap<String, Option<i64>> = HashMap::new();
+    let mut renumber = Renumber::default();
+    let mut buf = Vec::with_capacity(4096);
+    for (req, session) in kept.into_iter().zip(is_session) {
+        let delay = if session {
+            let name = req.session.clone().expect("sessions have ids");
+            let prev = last_end.insert(name, req.end_ns);
+            match prev {
+                Some(Some(end)) => Some(ns_to_ms((req.start_ns - end).max(0))),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let rec = build(args, req, session, delay, origin, &mut renumber);
+        buf.clear();
+        rec.write_json(&mut buf);
+        out.write_line(&buf)?;
+        summary.written += 1;
+    }
+    Ok(summary)
+}
+
+fn ns_to_ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn build(
+    args: &Args,
+    req: Request,
+    session: bool,
+    delay: Option<f64>,
+    origin: i64,
+    renumber: &mut Renumber,
+) -> Record<'static> {
+    let timestamp = ns_to_ms(req.start_ns - origin);
+    if let Some(mut rec) = req.passthrough {
+        rec.set_ms("timestamp", timestamp);
+        return rec;
+    }
+    let mut rec = Record::new();
+    rec.set_ms("timestamp", timestamp);
+    let messages = if args.keep_messages {
+        req.prompt.as_ref().and_then(|p| {
+            p.messages
+                .clone()
+                .map(|m| (m, p.tools.clone()))
+                .or_else(|| {
+                    p.text.as_ref().map(|t| {
+                        (
+                            serde_json::json!([{"role": "user", "content": t}]),
+                            p.tools.clone(),
+                        )
+                    })
+                })
+        })
+    } else {
+        None
+    };
+    if messages.is_none() {
+        rec.set("input_length", &req.input_length.unwrap_or(0));
+    }
+    let output_length = match req.fate {
+        Fate::Ok => req.output_length.max(1),
+        _ if req.output_length > 0 => req.output_length,
+        _ => req.max_tokens.filter(|&n| n > 0).unwrap_or(1),
+    };
+    rec.set("output_length", &output_length);
+    if messages.is_none() {
+        if let Some(hashes) = &req.hashes {
+            let ids: Vec<u64> = hashes.iter().map(|&h| renumber.id(h)).collect();
+            rec.set("hash_ids", &ids);
+        }
+    }
+    if session {
+        rec.set("session_id", req.session.as_deref().expect("session"));
+        if let Some(d) = delay {
+            rec.set_ms("delay", d);
+        }
+    }
+    if let Some(model) = &req.model {
+        rec.set("model", model);
+    }
+    let has_messages = messages.is_some();
+    if let Some((m, tools)) = messages {
+        rec.set("messages", &m);
+        if let Some(t) = tools {
+            rec.set("tools", &t);
+        }
+    }
+    if let Some(id) = &req.id {
+        rec.set("id", id);
+    }
+    let o = &req.observed;
+    let status = match req.fate {
+        Fate::Ok => "ok",
+        Fate::Failed => "error",
+        Fate::CacheHit => "cache_hit",
+        Fate::NotGeneration => unreachable!("always dropped"),
+    };
+    let prompt_tokens = o
+        .prompt_tokens
+        .or(if has_messages { req.input_length } else { None });
+    let mut obs = serde_json::Map::new();
+    if let Some(n) = prompt_tokens {
+        obs.insert("prompt_tokens".into(), n.into());
+    }
+    if let Some(n) = o.completion_tokens {
+        obs.insert("completion_tokens".into(), n.into());
+    }
+    if let Some(ms) = o.ttft_ms {
+        obs.insert("ttft_ms".into(), ms_value(ms));
+    }
+    if let Some(ms) = o.e2e_ms {
+        obs.insert("e2e_ms".into(), ms_value(ms));
+    }
+    if !obs.is_empty() || req.fate != Fate::Ok {
+        obs.insert("status".into(), status.into());
+        rec.set("observed", &obs);
+    }
+    rec
+}
+
+/// Milliseconds as a JSON number, rounded to the microsecond like
+/// [`record::format_ms`].
+fn ms_value(ms: f64) -> Value {
+    serde_json::from_str(&record::format_ms(ms)).expect("a number")
+}

@@ -1,0 +1,169 @@
+//! Date-times and epoch numbers as logs write them, to epoch nanoseconds.
+//!
+//! Parsed by hand: `YYYY-MM-DD[ T]HH:MM:SS[.fraction][zone]`, with any
+//! number of fraction digits (Azure 2023 has seven; digits past the
+//! nanosecond are cut), and a zone of `Z`, `±HH:MM`, `±HHMM` or `±HH`, or
+//! none (a naive time, which the caller takes as UTC and says so).
+
+/// A parsed date-time: epoch nanoseconds, and whether it named a zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DateTime {
+    /// Nanoseconds since 1970-01-01T00:00:00Z.
+    pub epoch_ns: i64,
+    /// False for a naive time (no zone), taken as UTC.
+    pub has_zone: bool,
+}
+
+/// Parse a date-time; `None` when `text` is not one.
+pub fn parse_datetime(text: &str) -> Option<DateTime> {
+    let b = text.trim().as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let s = b.get(range)?;
+        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(s).ok()?.parse().ok()
+    };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b' ' | b'T') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: i64 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + i64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 {
+            return None;
+        }
+        for _ in digits..9 {
+            nanos *= 10;
+        }
+    }
+    let (offset_s, has_zone) = match b.get(i) {
+        None => (0, false),
+        Some(b'Z' | b'z') if i + 1 == b.len() => (0, true),
+        Some(&sign @ (b'+' | b'-')) => {
+            let rest = &b[i + 1..];
+            let (h, m) = match rest.len() {
+                2 => (num(i + 1..i + 3)?, 0),
+                4 => (num(i + 1..i + 3)?, num(i + 3..i + 5)?),
+                5 if rest[2] == b':' => (num(i + 1..i + 3)?, num(i + 4..i + 6)?),
+                _ => return None,
+            };
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let s = h * 3600 + m * 60;
+            (if sign == b'+' { s } else { -s }, true)
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
+    Some(DateTime {
+        epoch_ns: secs.checked_mul(1_000_000_000)?.checked_add(nanos)?,
+        has_zone,
+    })
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Seconds (a float, as LiteLLM and BurstGPT write them) to nanoseconds,
+/// rounded to the microsecond: the digits the sources carry.
+pub fn seconds_to_ns(secs: f64) -> Option<i64> {
+    let us = (secs * 1e6).round();
+    if !us.is_finite() || us.abs() > 9.0e15 {
+        return None;
+    }
+    Some(us as i64 * 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_the_logs_use() {
+        // 2025-06-22 18:00:00 UTC = 1750615200.
+        let base = 1_750_615_200_000_000_000;
+        let p = |s: &str| parse_datetime(s).unwrap();
+        assert_eq!(p("2025-06-22 18:00:00").epoch_ns, base);
+        assert!(!p("2025-06-22 18:00:00").has_zone);
+        assert_eq!(p("2025-06-22 18:00:00.101").epoch_ns, base + 101_000_000);
+        assert_eq!(
+            p("2025-06-22T18:00:00.101000Z").epoch_ns,
+            base + 101_000_000
+        );
+        assert!(p("2025-06-22T18:00:00Z").has_zone);
+        assert_eq!(
+            p("2025-06-22 18:00:00.5+00:00").epoch_ns,
+            base + 500_000_000
+        );
+        assert_eq!(p("2025-06-22T10:00:00-08:00").epoch_ns, base);
+        assert_eq!(p("2025-06-22T20:00:00+0200").epoch_ns, base);
+        // Seven digits (100 ns), as Azure 2023 writes them.
+        assert_eq!(
+            p("2025-06-22 18:00:00.6805900").epoch_ns,
+            base + 680_590_000
+        );
+        assert_eq!(p("1970-01-01 00:00:00").epoch_ns, 0);
+        assert_eq!(p("2024-02-29 00:00:00").epoch_ns, 1_709_164_800_000_000_000);
+        for bad in [
+            "",
+            "2025-06-22",
+            "2025-13-01 00:00:00",
+            "2025-02-30 00:00:00",
+            "2025-06-22 18:00:00.",
+            "2025-06-22 18:00:00 UTC",
+            "1750615200.5",
+        ] {
+            assert_eq!(parse_datetime(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn float_seconds_keep_microseconds() {
+        assert_eq!(
+            seconds_to_ns(1750615200.101234),
+            Some(1_750_615_200_101_234_000)
+        );
+        assert_eq!(seconds_to_ns(f64::NAN), None);
+    }
+}
