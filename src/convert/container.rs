@@ -17,6 +17,40 @@ use super::fields::Object;
 use crate::error::{Error, Location, Result};
 use crate::record::Record;
 
+/// JSON objects in any container shape, or, when the content does not
+/// start with `{` or `[`, CSV rows with a header, each row an object of
+/// string cells named by the header: for logs exported either way.
+pub fn for_each_object_or_row(
+    mut reader: Box<dyn BufRead + Send>,
+    source: Arc<str>,
+    ctx: &mut Ctx,
+    mut f: impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
+) -> Result<()> {
+    let head = reader.fill_buf().map_err(|e| Error::io(&*source, e))?;
+    // A byte-order mark may open an exported file.
+    let first = head
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace() && !matches!(b, 0xef | 0xbb | 0xbf));
+    if matches!(first, Some(b'{' | b'[')) || first.is_none() {
+        return for_each_object(reader, source, ctx, f);
+    }
+    for_each_row(
+        reader,
+        source,
+        ctx,
+        |h| Ok(h.names().to_vec()),
+        |ctx, loc, names, row| {
+            let obj: Object = names
+                .iter()
+                .zip(row.iter())
+                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
+                .collect();
+            f(ctx, loc, obj)
+        },
+    )
+}
+
 /// Call `f` with every object of the input, in order.
 pub fn for_each_object(
     mut reader: Box<dyn BufRead + Send>,

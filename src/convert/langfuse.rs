@@ -22,33 +22,10 @@ use super::{Ctx, Fate, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
 
 /// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
-pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    let head = reader
-        .fill_buf()
-        .map_err(|e| crate::error::Error::io(&*source, e))?;
-    let first = head
-        .iter()
-        .copied()
-        .find(|b| !b.is_ascii_whitespace() && !matches!(b, 0xef | 0xbb | 0xbf));
-    if matches!(first, Some(b'{' | b'[')) || first.is_none() {
-        return container::for_each_object(reader, source, ctx, |ctx, loc, obj| {
-            object(ctx, loc, obj, None)
-        });
-    }
-    container::for_each_row(
-        reader,
-        source,
-        ctx,
-        |h| Ok(h.names().to_vec()),
-        |ctx, loc, names, row| {
-            let obj: Object = names
-                .iter()
-                .zip(row.iter())
-                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
-                .collect();
-            object(ctx, loc, obj, None)
-        },
-    )
+pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    container::for_each_object_or_row(reader, source, ctx, |ctx, loc, obj| {
+        object(ctx, loc, obj, None)
+    })
 }
 
 fn first_of(obj: &Object, keys: &[&str]) -> Option<String> {
@@ -245,7 +222,7 @@ fn observation(
         Value::String(s) => s.parse().ok(),
         _ => None,
     });
-    req.prompt = prompt(obj, &params);
+    req.prompt = prompt(obj, &params).map(Box::new);
     Ok((req, naive))
 }
 

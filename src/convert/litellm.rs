@@ -23,31 +23,8 @@ use crate::error::{FieldError, Location, Result};
 const REDACTED: &str = "redacted-by-litellm";
 
 /// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
-pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    let head = reader
-        .fill_buf()
-        .map_err(|e| crate::error::Error::io(&*source, e))?;
-    let first = head
-        .iter()
-        .copied()
-        .find(|b| !b.is_ascii_whitespace() && *b != 0xef && *b != 0xbb && *b != 0xbf);
-    if matches!(first, Some(b'{' | b'[')) || first.is_none() {
-        return container::for_each_object(reader, source, ctx, convert_object);
-    }
-    container::for_each_row(
-        reader,
-        source,
-        ctx,
-        |h| Ok(h.names().to_vec()),
-        |ctx, loc, names, row| {
-            let obj: Object = names
-                .iter()
-                .zip(row.iter())
-                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
-                .collect();
-            convert_object(ctx, loc, obj)
-        },
-    )
+pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    container::for_each_object_or_row(reader, source, ctx, convert_object)
 }
 
 fn convert_object(ctx: &mut Ctx, loc: &Location, obj: Object) -> Result<()> {
@@ -222,7 +199,7 @@ fn payload(
     let params = nested(obj, "model_parameters").unwrap_or(Value::Null);
     req.max_tokens = max_tokens(&params);
     let messages = present(obj, "messages");
-    req.prompt = prompt_of(messages, params.get("tools"));
+    req.prompt = prompt_of(messages, params.get("tools")).map(Box::new);
     Ok(req)
 }
 
@@ -266,7 +243,7 @@ fn spend_log(
     if let Some(body) = nested(obj, "proxy_server_request") {
         req.max_tokens = max_tokens(&body);
         let messages = body.get("messages").or_else(|| body.get("prompt"));
-        req.prompt = prompt_of(messages, body.get("tools"));
+        req.prompt = prompt_of(messages, body.get("tools")).map(Box::new);
     }
     Ok(req)
 }

@@ -246,8 +246,9 @@ pub struct Request {
     pub observed: Observed,
     /// Served, failed or cache hit.
     pub fate: Fate,
-    /// The prompt, where the log has it.
-    pub prompt: Option<Prompt>,
+    /// The prompt, where the log has it (boxed: most requests hold none
+    /// by the time they are stored, and every byte counts for the sort).
+    pub prompt: Option<Box<Prompt>>,
     /// Chained block hashes of the prompt (before renumbering).
     pub hashes: Option<Vec<u64>>,
     /// A source record passed through (Mooncake): only its timestamp changes.
@@ -593,10 +594,10 @@ impl Summary {
 }
 
 /// Drop, sort, rebase, find sessions and write the records.
-fn write(args: &Args, requests: Vec<Request>, out: &mut Output) -> Result<Summary> {
+fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summary> {
     let mut summary = Summary::default();
-    let mut kept: Vec<Request> = Vec::with_capacity(requests.len());
-    for mut req in requests {
+    // In place: a second vector would double the peak memory.
+    kept.retain_mut(|req| {
         let reason = match req.fate {
             Fate::Failed if !args.keep_failed => Some("failed"),
             Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
@@ -612,10 +613,13 @@ fn write(args: &Args, requests: Vec<Request>, out: &mut Output) -> Result<Summar
             _ => None,
         };
         match reason {
-            Some(why) => *summary.dropped.entry(why).or_insert(0) += 1,
-            None => kept.push(req),
+            Some(why) => {
+                *summary.dropped.entry(why).or_insert(0) += 1;
+                false
+            }
+            None => true,
         }
-    }
+    });
     // Stable: ties keep the order they were read in.
     kept.sort_by_key(|r| r.start_ns);
 

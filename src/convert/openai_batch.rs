@@ -142,20 +142,20 @@ pub fn finish(ctx: &mut Ctx, rate: Option<f64>) -> Result<()> {
         }
         if let Some(Value::Array(messages)) = body.get("messages") {
             if !messages.is_empty() {
-                req.prompt = Some(Prompt {
+                req.prompt = Some(Box::new(Prompt {
                     messages: Some(Value::Array(messages.clone())),
                     text: None,
                     tools: body
                         .get("tools")
                         .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
                         .cloned(),
-                });
+                }));
             }
         } else if let Some(Value::String(text)) = body.get("prompt").or_else(|| body.get("input")) {
-            req.prompt = Some(Prompt {
+            req.prompt = Some(Box::new(Prompt {
                 text: Some(text.clone()),
                 ..Prompt::default()
-            });
+            }));
         }
         ctx.push(req)?;
     }
