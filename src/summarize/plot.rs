@@ -38,6 +38,7 @@ pub struct Series {
 impl Series {
     /// A run named `name` (its file).
     pub fn new(name: &str) -> Series {
+        let name = if name == "<stdin>" { "run" } else { name };
         Series {
             name: name.to_string(),
             ..Series::default()
@@ -257,21 +258,28 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
     let mut flight: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut tokens: Vec<Vec<(f64, f64)>> = Vec::new();
     for run in runs {
-        let mut delta = vec![0i64; buckets + 1];
+        // Time-weighted: each request adds the part of each bucket it spans.
+        let mut busy = vec![0f64; buckets];
         let mut out = vec![0u64; buckets];
-        let bucket = |t: f32| ((t as f64 / width_s) as usize).min(buckets - 1);
+        let bucket = |t: f64| ((t / width_s) as usize).min(buckets - 1);
         for p in &run.points {
-            delta[bucket(p.sent_s)] += 1;
-            delta[bucket(p.end_s) + 1] -= 1;
-            out[bucket(p.end_s)] += u64::from(p.tokens);
+            let (a, b) = (p.sent_s as f64, p.end_s as f64);
+            for (k, slot) in busy
+                .iter_mut()
+                .enumerate()
+                .take(bucket(b) + 1)
+                .skip(bucket(a))
+            {
+                let lo = a.max(k as f64 * width_s);
+                let hi = b.min((k + 1) as f64 * width_s);
+                *slot += (hi - lo).max(0.0);
+            }
+            out[bucket(b)] += u64::from(p.tokens);
         }
-        let mut active = 0i64;
         flight.push(
-            (0..buckets)
-                .map(|b| {
-                    active += delta[b];
-                    (b as f64 * width_s, active as f64)
-                })
+            busy.iter()
+                .enumerate()
+                .map(|(k, t)| (k as f64 * width_s, t / width_s))
                 .collect(),
         );
         tokens.push(
@@ -282,7 +290,10 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
         );
     }
     for (panel, (title, data)) in panels[1..3].iter().zip([
-        ("requests in flight by time (s)", &flight),
+        (
+            "requests in flight (mean over each bucket) by time (s)",
+            &flight,
+        ),
         ("output tokens/s by time (s)", &tokens),
     ]) {
         let top = data.iter().flatten().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
