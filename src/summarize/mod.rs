@@ -344,7 +344,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             }
         };
         if args.plot.is_some() {
-            if runs.last().is_none_or(|r| *r.name != *loc.source) {
+            if runs.last().is_none_or(|r| *r.source != *loc.source) {
                 runs.push(plot::Series::new(&loc.source));
             }
             if let Some(run) = runs.last_mut() {

@@ -31,6 +31,8 @@ struct Point {
 #[derive(Debug, Default)]
 pub struct Series {
     pub name: String,
+    /// The input it was read from.
+    pub source: String,
     points: Vec<Point>,
     errors: Vec<(f32, f32)>,
 }
@@ -38,9 +40,10 @@ pub struct Series {
 impl Series {
     /// A run named `name` (its file).
     pub fn new(name: &str) -> Series {
-        let name = if name == "<stdin>" { "run" } else { name };
+        let shown = if name == "<stdin>" { "run" } else { name };
         Series {
-            name: name.to_string(),
+            name: shown.to_string(),
+            source: name.to_string(),
             ..Series::default()
         }
     }

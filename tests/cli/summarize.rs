@@ -514,4 +514,13 @@ fn plots_overlay_runs_and_keep_the_spike() {
         assert!(texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
         assert!(svg.len() < 3_000_000, "{} bytes", svg.len());
     }
+    // Standard input is one run, named "run".
+    let b = String::from_utf8(dir.read("B.ndjson")).unwrap();
+    dir.cmd("trace-summarize")
+        .args(["--plot", "stdin.svg", "-o", "summary.txt"])
+        .stdin(b)
+        .run()
+        .ok();
+    let svg = String::from_utf8(dir.read("stdin.svg")).unwrap();
+    assert_eq!(svg.lines().filter(|l| l.trim() == "run TTFT").count(), 2);
 }
