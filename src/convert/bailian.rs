@@ -25,7 +25,7 @@ pub const SOURCE_BLOCK: u64 = 16;
 
 /// Read a Bailian trace.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object(reader, source, ctx, |ctx, loc, obj| {
+    container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
         match record(&obj, loc, &mut ctx.bailian_roots) {
             Ok(req) => ctx.push(req),
             Err(e) => ctx.bad(e.at(loc)),

@@ -24,6 +24,7 @@ pub fn for_each_object_or_row(
     mut reader: Box<dyn BufRead + Send>,
     source: Arc<str>,
     ctx: &mut Ctx,
+    keep: Keys,
     mut f: impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
     let head = reader.fill_buf().map_err(|e| Error::io(&*source, e))?;
@@ -33,7 +34,7 @@ pub fn for_each_object_or_row(
         .copied()
         .find(|b| !b.is_ascii_whitespace() && !matches!(b, 0xef | 0xbb | 0xbf));
     if matches!(first, Some(b'{' | b'[')) || first.is_none() {
-        return for_each_object(reader, source, ctx, f);
+        return for_each_object(reader, source, ctx, keep, f);
     }
     for_each_row(
         reader,
@@ -56,6 +57,7 @@ pub fn for_each_object(
     mut reader: Box<dyn BufRead + Send>,
     source: Arc<str>,
     ctx: &mut Ctx,
+    keep: Keys,
     mut f: impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
     let mut consumed: Vec<u8> = Vec::new();
@@ -80,7 +82,7 @@ pub fn for_each_object(
     let first = first.trim_start_matches('\u{feff}');
     if first.starts_with('{') && serde_json::from_str::<&RawValue>(first).is_ok() {
         let loc = Location::new(source.clone(), line);
-        object_line(ctx, &loc, first, &mut f)?;
+        object_line(ctx, &loc, first, keep, &mut f)?;
         let mut buf = Vec::new();
         loop {
             buf.clear();
@@ -94,7 +96,7 @@ pub fn for_each_object(
             let loc = Location::new(source.clone(), line);
             match std::str::from_utf8(&buf) {
                 Ok(text) if text.trim().is_empty() => {}
-                Ok(text) => object_line(ctx, &loc, text.trim(), &mut f)?,
+                Ok(text) => object_line(ctx, &loc, text.trim(), keep, &mut f)?,
                 Err(_) => ctx.bad(Error::Record {
                     loc,
                     field: String::new(),
@@ -120,14 +122,14 @@ pub fn for_each_object(
         let items: Vec<&RawValue> =
             serde_json::from_str(text).map_err(|e| json_error(&source, &e))?;
         for item in items {
-            value(ctx, &source, text, item, &mut f)?;
+            value(ctx, &source, text, item, keep, &mut f)?;
         }
         return Ok(());
     }
     let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
     for item in stream {
         let item = item.map_err(|e| json_error(&source, &e))?;
-        value(ctx, &source, text, item, &mut f)?;
+        value(ctx, &source, text, item, keep, &mut f)?;
     }
     Ok(())
 }
@@ -137,9 +139,10 @@ fn object_line(
     ctx: &mut Ctx,
     loc: &Location,
     text: &str,
+    keep: Keys,
     f: &mut impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
-    match serde_json::from_str::<Object>(text) {
+    match parse_object(text, keep) {
         Ok(obj) => f(ctx, loc, obj),
         // Record::parse words the JSON error with a column and the text near it.
         Err(e) => ctx.bad(match Record::parse(text) {
@@ -160,17 +163,24 @@ fn value(
     source: &Arc<str>,
     doc: &str,
     item: &RawValue,
+    keep: Keys,
     f: &mut impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
     let offset = item.get().as_ptr() as usize - doc.as_ptr() as usize;
     let loc = line_of(source, doc.as_bytes(), offset);
-    match serde_json::from_str::<Value>(item.get()) {
+    let text = item.get();
+    let parsed = if text.trim_start().starts_with('{') {
+        parse_object(text, keep).map(Value::Object)
+    } else {
+        serde_json::from_str::<Value>(text)
+    };
+    match parsed {
         Ok(Value::Object(obj)) => {
             if let (Some(Value::Array(_)), false) = (obj.get("data"), obj.contains_key("startTime"))
             {
                 let inner: WrappedData = serde_json::from_str(item.get()).expect("checked above");
                 for element in inner.data {
-                    value(ctx, source, doc, element, f)?;
+                    value(ctx, source, doc, element, keep, f)?;
                 }
                 return Ok(());
             }
@@ -186,6 +196,45 @@ fn value(
         }),
         Err(e) => Err(json_error(source, &e)),
     }
+}
+
+/// The top-level keys a format reads, or `None` for all. Values of other
+/// keys are skipped without being built: log records carry large objects
+/// (model maps, hidden parameters) that a converter never looks at.
+pub type Keys = Option<&'static [&'static str]>;
+
+/// Parse one JSON object, keeping only `keep`'s keys (and `data`, which
+/// marks an API response wrapping records).
+fn parse_object(text: &str, keep: Keys) -> serde_json::Result<Object> {
+    let Some(keys) = keep else {
+        return serde_json::from_str(text);
+    };
+    struct Selective(&'static [&'static str]);
+    impl<'de> serde::de::Visitor<'de> for Selective {
+        type Value = Object;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Object, A::Error> {
+            let mut obj = Object::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "data" || self.0.contains(&key.as_str()) {
+                    let v: Value = map.next_value()?;
+                    obj.insert(key, v);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(obj)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let obj = serde::Deserializer::deserialize_map(&mut de, Selective(keys))?;
+    de.end()?;
+    Ok(obj)
 }
 
 #[derive(serde::Deserialize)]
@@ -388,7 +437,21 @@ impl std::io::Read for StripCr {
 mod tests {
     use std::io::Read;
 
-    use super::StripCr;
+    use super::{StripCr, parse_object};
+
+    #[test]
+    fn selective_parsing_keeps_only_the_keys_read() {
+        let text = r#"{"id":"a","big":{"x":[1,2,{"y":"z"}]},"model":"m","data":[],"k\u0065y":1}"#;
+        let all = parse_object(text, None).unwrap();
+        assert_eq!(all.len(), 5);
+        let some = parse_object(text, Some(&["id", "model", "key"])).unwrap();
+        let keys: Vec<&str> = some.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["id", "model", "data", "key"]);
+        assert_eq!(some["id"], all["id"]);
+        // Skipped values are still checked as JSON.
+        assert!(parse_object(r#"{"id":"a","big":{"x":[1,}}"#, Some(&["id"])).is_err());
+        assert!(parse_object(r#"{"id":"a"} trailing"#, Some(&["id"])).is_err());
+    }
 
     #[test]
     fn strip_cr_drops_only_line_ending_crs() {

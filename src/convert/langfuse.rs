@@ -23,7 +23,7 @@ use crate::error::{FieldError, Location, Result};
 
 /// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object_or_row(reader, source, ctx, |ctx, loc, obj| {
+    container::for_each_object_or_row(reader, source, ctx, None, |ctx, loc, obj| {
         object(ctx, loc, obj, None)
     })
 }

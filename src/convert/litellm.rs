@@ -22,9 +22,34 @@ use crate::error::{FieldError, Location, Result};
 /// What LiteLLM writes in place of a prompt when message logging is off.
 const REDACTED: &str = "redacted-by-litellm";
 
+/// The top-level fields of StandardLoggingPayload, SpendLogs and
+/// SpendLogsPayload records that conversion reads; the rest (model maps,
+/// hidden parameters, cost breakdowns, responses) is skipped unparsed.
+const KEYS: &[&str] = &[
+    "cache_hit",
+    "completionStartTime",
+    "completion_tokens",
+    "endTime",
+    "id",
+    "litellm_call_id",
+    "messages",
+    "metadata",
+    "model",
+    "model_group",
+    "model_parameters",
+    "prompt_tokens",
+    "proxy_server_request",
+    "request_duration_ms",
+    "request_id",
+    "session_id",
+    "startTime",
+    "status",
+    "trace_id",
+];
+
 /// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object_or_row(reader, source, ctx, convert_object)
+    container::for_each_object_or_row(reader, source, ctx, Some(KEYS), convert_object)
 }
 
 fn convert_object(ctx: &mut Ctx, loc: &Location, obj: Object) -> Result<()> {

@@ -39,25 +39,27 @@ pub struct Batch {
 
 /// Read one batch file (input, output or errors).
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object(reader, source, ctx, |ctx, loc, obj| match line(&obj) {
-        Ok(Some((id, update))) => {
-            let batch = &mut ctx.batch;
-            let entry = batch.entries.entry(id.clone()).or_insert_with(|| {
-                batch.order.push(id);
-                Entry {
-                    loc: loc.clone(),
-                    body: None,
-                    status: None,
-                    error: false,
-                    prompt_tokens: None,
-                    completion_tokens: None,
-                }
-            });
-            update(entry, loc);
-            Ok(())
+    container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
+        match line(&obj) {
+            Ok(Some((id, update))) => {
+                let batch = &mut ctx.batch;
+                let entry = batch.entries.entry(id.clone()).or_insert_with(|| {
+                    batch.order.push(id);
+                    Entry {
+                        loc: loc.clone(),
+                        body: None,
+                        status: None,
+                        error: false,
+                        prompt_tokens: None,
+                        completion_tokens: None,
+                    }
+                });
+                update(entry, loc);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => ctx.bad(e.at(loc)),
         }
-        Ok(None) => Ok(()),
-        Err(e) => ctx.bad(e.at(loc)),
     })
 }
 
