@@ -665,7 +665,15 @@ impl Dispatcher<'_> {
                     "the system clock is not synchronized (NTP): shards on other machines may start apart",
                 );
             }
-            thread::sleep(wait);
+            // In steps, so that Ctrl-C is not held up until the start.
+            let until = Instant::now() + wait;
+            while !self.shared.stopping.load(Ordering::SeqCst) {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                thread::sleep(left.min(Duration::from_millis(50)));
+            }
         }
         let start = Instant::now();
         self.origin = start;
