@@ -186,6 +186,11 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .with_state(sim);
+    // Small chunks must leave at once: with Nagle's algorithm a token
+    // could wait for the client's delayed ACK (40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });

@@ -670,3 +670,15 @@ fn shards_replay_every_record_once_and_merge_into_one_run() {
         past.stderr
     );
 }
+
+#[test]
+fn http2_without_tls() {
+    let sim = Sim::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let run = replay(&["--http2", "--url", &sim.url], &text_trace(20, 1, 4));
+    run.code(0);
+    for x in by_index(&run, 20).values() {
+        assert_eq!(x["status"], "ok", "{x}");
+        assert_eq!(x["completion_tokens"], 4, "{x}");
+        assert_eq!(x["itl_ms"].as_array().unwrap().len(), 3, "{x}");
+    }
+}
