@@ -60,7 +60,7 @@ run() { # NAME FILE ARGS...
   local in; in=$(wc -c < "$file")
   python3 -c "
 n=$n; w=$wall; c=$user+$sys; rss=$rss; out=$out; inp=$in
-print(f'$name: {n} payloads ({inp/1e6:.0f} MB) in {w} s wall, {c:.2f} cpu-s: {n/c:,.0f} records per cpu-s; peak RSS {rss/1024:.0f} MB = {rss*1024/out:.2f} x the output ({out/1e6:.0f} MB)')"
+print(f'$name: {n} payloads ({inp/1e6:.0f} MB) in {w} s wall, {c:.2f} cpu-s: {n/w:,.0f} records per wall-s, {n/c:,.0f} per cpu-s; peak RSS {rss/1024:.0f} MB = {rss*1024/out:.2f} x the output ({out/1e6:.0f} MB)')"
 }
 
 [ -s "$WORK/plain-$N.jsonl" ] || make_logs "$N" 0 "$WORK/plain-$N.jsonl"

@@ -282,6 +282,8 @@ impl Request {
 /// given once, and the content hasher.
 pub struct Ctx {
     requests: Vec<Request>,
+    /// Requests waiting for their prompts to be hashed.
+    pending: Vec<Request>,
     skipper: Skipper,
     read: u64,
     warned_naive: bool,
@@ -300,6 +302,7 @@ impl Ctx {
     fn new(args: &Args) -> Ctx {
         Ctx {
             requests: Vec::new(),
+            pending: Vec::new(),
             skipper: Skipper::new(&args.skip_invalid),
             read: 0,
             warned_naive: false,
@@ -313,29 +316,53 @@ impl Ctx {
     }
 
     /// A request read from the source. Without --keep-messages its prompt
-    /// is hashed now and the text dropped.
-    pub fn push(&mut self, mut req: Request) -> Result<()> {
+    /// is hashed (in batches, on every core) and the text dropped.
+    pub fn push(&mut self, req: Request) -> Result<()> {
         self.read += 1;
-        if !self.keep_messages {
-            if let Some(prompt) = req.prompt.take() {
-                if self.hasher.is_none() {
-                    self.hasher = Some(Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?));
-                }
-                let hasher = self.hasher.as_ref().expect("loaded above");
-                let text = hashing::render(&prompt);
-                let tokens = hasher.tokenize(&text)?;
-                let length = req
-                    .input_length
-                    .filter(|&n| n > 0)
-                    .unwrap_or(tokens.len() as u64);
-                req.input_length = Some(length);
-                req.hashes = Some(hashing::fit(
-                    hashing::chain(&tokens, hashing::BLOCK),
-                    record::blocks_for(length, record::DEFAULT_BLOCK_SIZE) as usize,
-                ));
-            }
+        if self.keep_messages || (req.prompt.is_none() && self.pending.is_empty()) {
+            self.requests.push(req);
+            return Ok(());
         }
-        self.requests.push(req);
+        // Requests without a prompt queue too, so that the order of reading
+        // (which breaks ties in the sort) is kept.
+        self.pending.push(req);
+        if self.pending.len() >= HASH_BATCH {
+            self.hash_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Hash the prompts of the queued requests, the batch split across
+    /// threads (tokenizing is the cost of conversion with prompts), and
+    /// move them to the requests.
+    fn hash_pending(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.hasher.is_none() {
+            self.hasher = Some(Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?));
+        }
+        let hasher = self.hasher.as_ref().expect("loaded above");
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let part = self.pending.len().div_ceil(threads);
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .pending
+                .chunks_mut(part)
+                .map(|reqs| {
+                    scope.spawn(move || reqs.iter_mut().try_for_each(|r| hash_prompt(hasher, r)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::msg("a hashing thread failed")))
+                })
+                .collect()
+        });
+        results.into_iter().collect::<Result<()>>()?;
+        self.requests.append(&mut self.pending);
         Ok(())
     }
 
@@ -357,6 +384,28 @@ impl Ctx {
             );
         }
     }
+}
+
+/// Requests queued for hashing at once.
+const HASH_BATCH: usize = 512;
+
+/// Replace a request's prompt by its block hashes, fitted to its length.
+fn hash_prompt(hasher: &Hasher, req: &mut Request) -> Result<()> {
+    let Some(prompt) = req.prompt.take() else {
+        return Ok(());
+    };
+    let text = hashing::render(&prompt);
+    let tokens = hasher.tokenize(&text)?;
+    let length = req
+        .input_length
+        .filter(|&n| n > 0)
+        .unwrap_or(tokens.len() as u64);
+    req.input_length = Some(length);
+    req.hashes = Some(hashing::fit(
+        hashing::chain(&tokens, hashing::BLOCK),
+        record::blocks_for(length, record::DEFAULT_BLOCK_SIZE) as usize,
+    ));
+    Ok(())
 }
 
 /// Run trace-convert.
@@ -390,6 +439,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     if format == Format::OpenaiBatch {
         openai_batch::finish(&mut ctx, args.rate)?;
     }
+    ctx.hash_pending()?;
     let mut requests = std::mem::take(&mut ctx.requests);
     for r in &mut requests {
         if r.session.is_none() {
