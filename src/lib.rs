@@ -20,5 +20,6 @@ pub mod slice;
 pub mod stats;
 pub mod summarize;
 pub mod synth;
+pub mod time;
 pub mod tokenizer;
 pub mod validate;

@@ -105,6 +105,12 @@ impl ResultRecord {
     }
 }
 
+/// Milliseconds rounded to the microsecond, the precision results are
+/// written with.
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fields::{Object, count, number};
-use super::{Ctx, Request, container, hashing, time};
+use super::{Ctx, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
 use crate::hash::stable_hash;
+use crate::time;
 
 /// Tokens per block in the source.
 pub const SOURCE_BLOCK: u64 = 16;

@@ -12,8 +12,9 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::fields::{cell_count, cell_number};
-use super::{Ctx, Fate, Request, container, time};
+use super::{Ctx, Fate, Request, container};
 use crate::error::{FieldError, Result};
+use crate::time;
 
 struct Columns {
     timestamp: usize,

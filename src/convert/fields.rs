@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value};
 
-use super::time::{self, DateTime};
 use crate::error::{FieldError, quote_value};
+use crate::time::{self, DateTime};
 
 /// A source object: a JSON object, or a CSV row with its header's names.
 pub type Object = Map<String, Value>;

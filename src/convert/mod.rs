@@ -21,7 +21,6 @@ pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
 pub mod openai_batch;
-pub mod time;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;

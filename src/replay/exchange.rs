@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::request::Prepared;
 use super::sse::SseParser;
-use crate::result::{ResultRecord, Status};
+use crate::result::{ResultRecord, Status, round_us};
 
 /// Everything a request needs besides its body.
 #[derive(Clone, Debug)]
@@ -81,7 +81,7 @@ impl Measure {
 
     /// One SSE event's data.
     fn take_event(&mut self, data: &[u8], at_ms: f64) {
-        let data = trim(data);
+        let data = data.trim_ascii();
         if data == b"[DONE]" {
             self.done = true;
             return;
@@ -98,18 +98,6 @@ impl Measure {
             }
         }
     }
-}
-
-fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &b[start..end]
 }
 
 /// Non-empty text, reasoning or tool call, in a chat delta or message, or
@@ -366,11 +354,6 @@ pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
     } else {
         (Status::Ok, None)
     };
-}
-
-/// Milliseconds rounded to the microsecond, so results stay short.
-pub fn round_us(ms: f64) -> f64 {
-    (ms * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 //! as exactly one result: the tasks always return one, and the dispatcher
 //! writes `cancelled` results for what it never sent.
 
-pub mod clock;
 pub mod exchange;
 pub mod request;
 pub mod schedule;
@@ -26,14 +25,14 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Parser;
 use serde_json::{Map, Value, json};
 
-use self::exchange::{Target, round_us, skeleton};
+use self::exchange::{Target, skeleton};
 use self::request::{BodyOptions, Endpoint, PrepareError, Prepared, PromptSource};
 use self::schedule::{Pace, Schedule};
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::error::{Error, Result};
 use crate::io::{self, InputSpec, Lines, Output};
 use crate::record::{DEFAULT_BLOCK_SIZE, Record};
-use crate::result::{ResultRecord, Status};
+use crate::result::{ResultRecord, Status, round_us};
 use crate::summarize::metrics::Dist;
 use crate::synth::{DEFAULT_SEED, Synthesizer};
 
@@ -167,7 +166,7 @@ pub struct Args {
 
     /// Start the run at this wall-clock time (RFC 3339), so that shards on
     /// several machines start together. A time already past is an error.
-    #[arg(long, value_name = "TIME", value_parser = clock::parse_rfc3339)]
+    #[arg(long, value_name = "TIME", value_parser = crate::time::parse_rfc3339)]
     pub start_at: Option<SystemTime>,
 
     /// Replay shard K of N (as trace-slice --shard deals them: by session,
@@ -657,7 +656,7 @@ impl Dispatcher<'_> {
             let wait = at.duration_since(SystemTime::now()).map_err(|_| {
                 Error::usage(format!(
                     "--start-at {} is already past (the read-ahead and the warmup are done first)",
-                    clock::rfc3339(at)
+                    crate::time::rfc3339(at)
                 ))
             })?;
             if !clock_synchronized() {
@@ -752,10 +751,7 @@ impl Dispatcher<'_> {
     /// Send the warmup records, all at once (up to the concurrency cap),
     /// and wait for their answers.
     fn warm_up(&mut self, pace: Pace) -> Result<()> {
-        let cap = match pace {
-            Pace::Open { max_in_flight } => max_in_flight.unwrap_or(usize::MAX),
-            Pace::Closed { workers } => workers,
-        };
+        let cap = pace.max_in_flight().unwrap_or(usize::MAX);
         let mut in_flight = 0usize;
         let mut left = self.args.warmup;
         while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
@@ -910,7 +906,7 @@ impl Dispatcher<'_> {
                 &req,
                 round_us(scheduled_ms),
                 round_us(sent_ms),
-                clock::rfc3339(SystemTime::now()),
+                crate::time::rfc3339(SystemTime::now()),
             );
             result.warmup = warmup;
             result.shard = shard;
@@ -942,7 +938,7 @@ impl Dispatcher<'_> {
             &req,
             round_us(due.unwrap_or(now)),
             round_us(now),
-            clock::rfc3339(SystemTime::now()),
+            crate::time::rfc3339(SystemTime::now()),
         );
         r.warmup = warmup;
         r.shard = self.shard_label();

@@ -44,7 +44,8 @@ pub struct Prepared {
     pub id: Option<String>,
     pub session_id: Option<String>,
     pub model: Option<String>,
-    pub body: Vec<u8>,
+    /// Shared, so that sending it again (a stale connection) copies nothing.
+    pub body: bytes::Bytes,
     /// The body asks for a stream (`payload` records decide for themselves).
     pub stream: bool,
     pub input_length: Option<u64>,
@@ -75,7 +76,7 @@ pub fn outline(
         id: rec.id()?.map(|s| s.into_owned()),
         session_id: rec.session_id()?.map(|s| s.into_owned()),
         model: rec.model()?.map(|m| m.into_owned()).or(opts.model.clone()),
-        body: Vec::new(),
+        body: bytes::Bytes::new(),
         stream: opts.stream,
         input_length: rec.input_length()?.or(observed_prompt),
         output_length: rec.output_length()?,
@@ -111,7 +112,7 @@ pub fn prepare(
             .map_err(|_| FieldError::new("payload", "is not valid JSON"))?;
         let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
         return Ok(Prepared {
-            body: payload.get().as_bytes().to_vec(),
+            body: bytes::Bytes::copy_from_slice(payload.get().as_bytes()),
             stream,
             ..base
         });
@@ -203,7 +204,9 @@ pub fn prepare(
     }
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     Ok(Prepared {
-        body: serde_json::to_vec(&Value::Object(body)).expect("JSON values serialize"),
+        body: serde_json::to_vec(&Value::Object(body))
+            .expect("JSON values serialize")
+            .into(),
         stream,
         ..base
     })

@@ -31,6 +31,16 @@ pub enum Pace {
     Closed { workers: usize },
 }
 
+impl Pace {
+    /// The most requests in flight at once, if capped.
+    pub fn max_in_flight(self) -> Option<usize> {
+        match self {
+            Pace::Open { max_in_flight } => max_in_flight,
+            Pace::Closed { workers } => Some(workers),
+        }
+    }
+}
+
 struct Timed<T> {
     due: f64,
     seq: u64,
@@ -142,17 +152,14 @@ impl<T: Turn> Schedule<T> {
         self.in_flight
     }
 
-    fn limit(&self) -> Option<usize> {
-        match self.pace {
-            Pace::Open { max_in_flight } => max_in_flight,
-            Pace::Closed { workers } => Some(workers),
-        }
-    }
-
     /// The earliest due time of a request that could be sent now or later,
     /// or `None` when nothing is queued or every slot is taken.
     pub fn next_due(&self) -> Option<f64> {
-        if self.limit().is_some_and(|l| self.in_flight >= l) {
+        if self
+            .pace
+            .max_in_flight()
+            .is_some_and(|l| self.in_flight >= l)
+        {
             return None;
         }
         let a = self.by_timestamp.front().map(|(d, _)| *d);
@@ -227,7 +234,7 @@ impl<T: Turn> Schedule<T> {
     /// waits for one, or a slot limit holds requests back. Otherwise the
     /// schedule is fixed and completions can be counted later.
     pub fn waits_on_completions(&self) -> bool {
-        self.waiting > 0 || self.limit().is_some()
+        self.waiting > 0 || self.pace.max_in_flight().is_some()
     }
 
     /// Remove every request not yet sent, with its due time where known.

@@ -7,7 +7,7 @@ use super::metrics::Convention;
 use crate::cli::Skipper;
 use crate::error::{FieldError, Result};
 use crate::io::{Lines, Output};
-use crate::result::{ResultRecord, ResultView};
+use crate::result::{ResultRecord, ResultView, round_us};
 
 /// Per-request export formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -58,13 +58,13 @@ struct Derived {
 }
 
 fn derive(view: &ResultView, itl: &[f64], convention: Convention) -> Derived {
-    let round = |v: f64| (v * 1000.0).round() / 1000.0;
     Derived {
-        lag_ms: view.scheduled_ms.map(|s| round(view.sent_ms - s)),
+        lag_ms: view.scheduled_ms.map(|s| round_us(view.sent_ms - s)),
         ttft_ms: convention.ttft(view),
-        tpot_ms: convention.tpot(view).map(round),
+        tpot_ms: convention.tpot(view).map(round_us),
         itl_count: itl.len(),
-        itl_mean_ms: (!itl.is_empty()).then(|| round(itl.iter().sum::<f64>() / itl.len() as f64)),
+        itl_mean_ms: (!itl.is_empty())
+            .then(|| round_us(itl.iter().sum::<f64>() / itl.len() as f64)),
         itl_max_ms: itl.iter().copied().reduce(f64::max),
     }
 }

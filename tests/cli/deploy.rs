@@ -58,7 +58,7 @@ fn the_replay_job_runs_every_shard_at_once_from_one_start_time() {
     );
     let c = container(&job);
     assert_eq!(env(c, "SHARDS"), n.to_string());
-    tracekit::replay::clock::parse_rfc3339(env(c, "START_AT")).unwrap();
+    tracekit::time::parse_rfc3339(env(c, "START_AT")).unwrap();
     let script = c["command"]
         .as_vec()
         .unwrap()

@@ -589,8 +589,7 @@ fn shards_replay_every_record_once_and_merge_into_one_run() {
         .collect();
     dir.write("trace.jsonl", trace(&recs));
     let sim = Sim::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
-    let at =
-        tracekit::replay::clock::rfc3339(std::time::SystemTime::now() + Duration::from_secs(3));
+    let at = tracekit::time::rfc3339(std::time::SystemTime::now() + Duration::from_secs(3));
     let children: Vec<_> = (1..=4)
         .map(|k| {
             Command::new(bin("trace-replay"))

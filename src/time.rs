@@ -1,9 +1,12 @@
-//! Date-times and epoch numbers as logs write them, to epoch nanoseconds.
+//! Date-times: as logs write them, to epoch nanoseconds (trace-convert),
+//! and wall-clock instants as RFC 3339 text (trace-replay).
 //!
 //! Parsed by hand: `YYYY-MM-DD[ T]HH:MM:SS[.fraction][zone]`, with any
 //! number of fraction digits (Azure 2023 has seven; digits past the
 //! nanosecond are cut), and a zone of `Z`, `±HH:MM`, `±HHMM` or `±HH`, or
 //! none (a naive time, which the caller takes as UTC and says so).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A parsed date-time: epoch nanoseconds, and whether it named a zone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +108,43 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `2026-11-22T10:00:00.123456Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, mo, da) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{da:02}T{:02}:{:02}:{:02}.{:06}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_micros()
+    )
+}
+
+/// A wall-clock instant given with its zone (`Z` or an offset), at or
+/// after 1970, for flags such as `--start-at`.
+pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
+    parse_datetime(text)
+        .filter(|d| d.has_zone && d.epoch_ns >= 0)
+        .map(|d| UNIX_EPOCH + Duration::from_nanos(d.epoch_ns as u64))
+        .ok_or_else(|| format!("`{text}` is not an RFC 3339 time such as 2026-11-22T10:00:00Z"))
+}
+
 /// Seconds (a float, as LiteLLM and BurstGPT write them) to nanoseconds,
 /// rounded to the microsecond: the digits the sources carry.
 pub fn seconds_to_ns(secs: f64) -> Option<i64> {
@@ -118,6 +158,21 @@ pub fn seconds_to_ns(secs: f64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_round_trips_and_offsets() {
+        let t = parse_rfc3339("2026-11-22T10:00:00.5Z").unwrap();
+        assert_eq!(rfc3339(t), "2026-11-22T10:00:00.500000Z");
+        assert_eq!(parse_rfc3339("2026-11-22T11:00:00.5+01:00").unwrap(), t);
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(parse_rfc3339("2000-02-29T23:59:59Z").unwrap()),
+            "2000-02-29T23:59:59.000000Z"
+        );
+        assert!(parse_rfc3339("2026-11-22 10:00").is_err());
+        assert!(parse_rfc3339("2026-11-22T10:00:00").is_err(), "no zone");
+        assert!(parse_rfc3339("yesterday").is_err());
+    }
 
     #[test]
     fn formats_the_logs_use() {
