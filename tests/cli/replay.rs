@@ -455,15 +455,34 @@ fn dry_run_prints_the_schedule() {
     ]);
     let run = replay(&["--dry-run", "--endpoint", "completions"], &input);
     run.ok();
+    // The bodies, built by hand: the prompt of record 0 is the one
+    // trace-synth writes for it (same tokenizer and seed).
+    let synthesized = Cmd::new("trace-synth").stdin(input.clone()).run();
+    synthesized.ok();
+    let prompt0 = synthesized.json_lines()[0]["text_input"].clone();
+    let usage = json!({"include_usage": true});
+    let bodies = [
+        json!({"prompt": prompt0, "max_tokens": 2, "stream": true, "stream_options": usage}),
+        json!({"model": "m", "prompt": "hi", "max_tokens": 1, "stream": true, "stream_options": usage}),
+        json!({"prompt": "again", "max_tokens": 1, "stream": true, "stream_options": usage}),
+    ]
+    .map(|b| b.to_string().len());
     assert_eq!(
         run.stdout_str(),
-        concat!(
-            r#"{"index":0,"scheduled_ms":0.0,"id":"x","session_id":"s","input_length":3,"output_length":2,"stream":true,"body_bytes":102}"#,
-            "\n",
-            r#"{"index":1,"scheduled_ms":20.25,"model":"m","input_length":null,"output_length":1,"stream":true,"body_bytes":96}"#,
-            "\n",
-            r#"{"index":2,"scheduled_ms":null,"after_previous_turn_ms":30.0,"session_id":"s","input_length":null,"output_length":1,"stream":true,"body_bytes":87}"#,
-            "\n"
+        format!(
+            "{}\n{}\n{}\n",
+            format_args!(
+                r#"{{"index":0,"scheduled_ms":0.0,"id":"x","session_id":"s","input_length":3,"output_length":2,"stream":true,"body_bytes":{}}}"#,
+                bodies[0]
+            ),
+            format_args!(
+                r#"{{"index":1,"scheduled_ms":20.25,"model":"m","input_length":null,"output_length":1,"stream":true,"body_bytes":{}}}"#,
+                bodies[1]
+            ),
+            format_args!(
+                r#"{{"index":2,"scheduled_ms":null,"after_previous_turn_ms":30.0,"session_id":"s","input_length":null,"output_length":1,"stream":true,"body_bytes":{}}}"#,
+                bodies[2]
+            ),
         )
     );
 }
