@@ -6,6 +6,7 @@
 //! JSONL streams line by line; the other shapes are read whole (they are
 //! one JSON document, and converting sorts in memory anyway).
 
+use std::borrow::Cow;
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -198,18 +199,38 @@ fn value(
     }
 }
 
-/// The top-level keys a format reads, or `None` for all. Values of other
-/// keys are skipped without being built: log records carry large objects
-/// (model maps, hidden parameters) that a converter never looks at.
-pub type Keys = Option<&'static [&'static str]>;
+/// The fields a format reads, or `None` for all. Values of other keys are
+/// skipped without being built: log records carry large objects (model
+/// maps, hidden parameters, logging metadata) that a converter never reads.
+pub type Keys = Option<&'static Fields>;
 
-/// Parse one JSON object, keeping only `keep`'s keys (and `data`, which
+/// Fields of an object that a format reads.
+pub struct Fields {
+    /// Top-level fields read whole.
+    pub top: &'static [&'static str],
+    /// Top-level objects of which only some fields are read (a value that
+    /// is not an object, such as JSON text in a string, is kept whole).
+    pub inner: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// Parse one JSON object, keeping only `keep`'s fields (and `data`, which
 /// marks an API response wrapping records).
 fn parse_object(text: &str, keep: Keys) -> serde_json::Result<Object> {
-    let Some(keys) = keep else {
-        return serde_json::from_str(text);
-    };
-    struct Selective(&'static [&'static str]);
+    match keep {
+        None => serde_json::from_str(text),
+        Some(fields) => select(text, fields.top, fields.inner),
+    }
+}
+
+fn select(
+    text: &str,
+    top: &'static [&'static str],
+    inner: &'static [(&'static str, &'static [&'static str])],
+) -> serde_json::Result<Object> {
+    struct Selective {
+        top: &'static [&'static str],
+        inner: &'static [(&'static str, &'static [&'static str])],
+    }
     impl<'de> serde::de::Visitor<'de> for Selective {
         type Value = Object;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -220,10 +241,19 @@ fn parse_object(text: &str, keep: Keys) -> serde_json::Result<Object> {
             mut map: A,
         ) -> std::result::Result<Object, A::Error> {
             let mut obj = Object::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "data" || self.0.contains(&key.as_str()) {
+            while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                if key == "data" || self.top.contains(&&*key) {
                     let v: Value = map.next_value()?;
-                    obj.insert(key, v);
+                    obj.insert(key.into_owned(), v);
+                } else if let Some((_, fields)) = self.inner.iter().find(|(k, _)| *k == key) {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let text = raw.get();
+                    let v = if text.starts_with('{') {
+                        select(text, fields, &[]).map(Value::Object)
+                    } else {
+                        serde_json::from_str(text)
+                    };
+                    obj.insert(key.into_owned(), v.map_err(serde::de::Error::custom)?);
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -232,9 +262,32 @@ fn parse_object(text: &str, keep: Keys) -> serde_json::Result<Object> {
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let obj = serde::Deserializer::deserialize_map(&mut de, Selective(keys))?;
+    let obj = serde::Deserializer::deserialize_map(&mut de, Selective { top, inner })?;
     de.end()?;
     Ok(obj)
+}
+
+/// An object key, borrowed from the text unless it has escapes: most keys
+/// are skipped, and need no allocation.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -437,20 +490,32 @@ impl std::io::Read for StripCr {
 mod tests {
     use std::io::Read;
 
-    use super::{StripCr, parse_object};
+    use super::{Fields, StripCr, parse_object};
 
     #[test]
-    fn selective_parsing_keeps_only_the_keys_read() {
-        let text = r#"{"id":"a","big":{"x":[1,2,{"y":"z"}]},"model":"m","data":[],"k\u0065y":1}"#;
+    fn selective_parsing_keeps_only_the_fields_read() {
+        let text = r#"{"id":"a","big":{"x":[1,2,{"y":"z"}]},"model":"m","data":[],"k\u0065y":1,"meta":{"a":1,"b":{"c":2},"s":"t"},"text":"{\"a\":1}"}"#;
         let all = parse_object(text, None).unwrap();
-        assert_eq!(all.len(), 5);
-        let some = parse_object(text, Some(&["id", "model", "key"])).unwrap();
+        assert_eq!(all.len(), 7);
+        const FIELDS: Fields = Fields {
+            top: &["id", "model", "key"],
+            inner: &[("meta", &["b", "s"]), ("text", &["b"])],
+        };
+        let some = parse_object(text, Some(&FIELDS)).unwrap();
         let keys: Vec<&str> = some.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["id", "model", "data", "key"]);
+        assert_eq!(keys, ["id", "model", "data", "key", "meta", "text"]);
         assert_eq!(some["id"], all["id"]);
+        // Of an inner object only the fields named; any other value whole.
+        assert_eq!(some["meta"], serde_json::json!({"b": {"c": 2}, "s": "t"}));
+        assert_eq!(some["text"], all["text"]);
         // Skipped values are still checked as JSON.
-        assert!(parse_object(r#"{"id":"a","big":{"x":[1,}}"#, Some(&["id"])).is_err());
-        assert!(parse_object(r#"{"id":"a"} trailing"#, Some(&["id"])).is_err());
+        const ID: Fields = Fields {
+            top: &["id"],
+            inner: &[("big", &["y"])],
+        };
+        assert!(parse_object(r#"{"id":"a","other":{"x":[1,}}"#, Some(&ID)).is_err());
+        assert!(parse_object(r#"{"id":"a","big":{"x":[1,}}"#, Some(&ID)).is_err());
+        assert!(parse_object(r#"{"id":"a"} trailing"#, Some(&ID)).is_err());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! payloads), a missing value as absent, `null`, `""` or `"None"`.
 //! Errors name the field and quote the value.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::error::{FieldError, quote_value};
@@ -143,17 +145,17 @@ pub fn instant(obj: &Object, field: &str) -> Result<Option<(i64, Option<String>)
 
 /// A JSON value that may have been written as JSON text inside a string
 /// (SpendLogs `metadata`, `proxy_server_request`): decoded once if so.
-pub fn nested(obj: &Object, field: &str) -> Option<Value> {
+pub fn nested<'a>(obj: &'a Object, field: &str) -> Option<Cow<'a, Value>> {
     match present(obj, field)? {
         Value::String(s) => {
             let t = s.trim_start();
             if t.starts_with('{') || t.starts_with('[') {
-                serde_json::from_str(s).ok()
+                serde_json::from_str(s).ok().map(Cow::Owned)
             } else {
                 None
             }
         }
-        v => Some(v.clone()),
+        v => Some(Cow::Borrowed(v)),
     }
 }
 

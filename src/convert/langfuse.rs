@@ -12,6 +12,7 @@
 //! API response, the blob export's traces table), joined on the trace id.
 //! `latency` and `timeToFirstToken` are seconds.
 
+use std::borrow::Cow;
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -135,10 +136,10 @@ fn usage(
         return Ok(Some(n));
     }
     let details = nested(obj, "usageDetails").or_else(|| nested(obj, "usage_details"));
-    if let Some(Value::Object(d)) = details {
+    if let Some(Value::Object(d)) = details.as_deref() {
         let prefix = format!("{key}_");
         let mut sum = None;
-        for (k, v) in &d {
+        for (k, v) in d {
             if k == key || k.starts_with(&prefix) {
                 let n = v.as_u64().ok_or_else(|| {
                     FieldError::new(
@@ -153,7 +154,7 @@ fn usage(
             return Ok(sum);
         }
     }
-    if let Some(Value::Object(u)) = nested(obj, "usage") {
+    if let Some(Value::Object(u)) = nested(obj, "usage").as_deref() {
         if let Some(n) = u.get(key).and_then(Value::as_u64) {
             return Ok(Some(n));
         }
@@ -216,7 +217,7 @@ fn observation(
     }
     let params = nested(obj, "modelParameters")
         .or_else(|| nested(obj, "model_parameters"))
-        .unwrap_or(Value::Null);
+        .unwrap_or(Cow::Owned(Value::Null));
     req.max_tokens = params.get("max_tokens").and_then(|v| match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
@@ -231,7 +232,7 @@ fn observation(
 /// not a conversation this tool can replay.
 fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
     let input = nested(obj, "input")?;
-    let (messages, tools) = match &input {
+    let (messages, tools) = match &*input {
         Value::Array(items) => (items.clone(), None),
         Value::Object(o) => match o.get("messages") {
             Some(Value::Array(items)) => (items.clone(), o.get("tools").cloned()),

@@ -10,46 +10,64 @@
 //! end time otherwise). Failures (`status` failure) and response-cache hits
 //! are marked so the caller can drop and count them.
 
+use std::borrow::Cow;
 use std::io::BufRead;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::container::{self, Fields};
 use super::fields::{self, Object, count, flag, instant, nested, present, string};
-use super::{Ctx, Fate, Prompt, Request, container};
+use super::{Ctx, Fate, Prompt, Request};
 use crate::error::{FieldError, Location, Result};
 
 /// What LiteLLM writes in place of a prompt when message logging is off.
 const REDACTED: &str = "redacted-by-litellm";
 
-/// The top-level fields of StandardLoggingPayload, SpendLogs and
-/// SpendLogsPayload records that conversion reads; the rest (model maps,
-/// hidden parameters, cost breakdowns, responses) is skipped unparsed.
-const KEYS: &[&str] = &[
-    "cache_hit",
-    "completionStartTime",
-    "completion_tokens",
-    "endTime",
-    "id",
-    "litellm_call_id",
-    "messages",
-    "metadata",
-    "model",
-    "model_group",
-    "model_parameters",
-    "prompt_tokens",
-    "proxy_server_request",
-    "request_duration_ms",
-    "request_id",
-    "session_id",
-    "startTime",
-    "status",
-    "trace_id",
-];
+/// The fields of StandardLoggingPayload, SpendLogs and SpendLogsPayload
+/// records that conversion reads; the rest (model maps, hidden parameters,
+/// cost breakdowns, responses, most of the metadata) is skipped unparsed.
+const KEYS: Fields = Fields {
+    top: &[
+        "cache_hit",
+        "completionStartTime",
+        "completion_tokens",
+        "endTime",
+        "id",
+        "litellm_call_id",
+        "messages",
+        "model",
+        "model_group",
+        "model_parameters",
+        "prompt_tokens",
+        "request_duration_ms",
+        "request_id",
+        "session_id",
+        "startTime",
+        "status",
+        "trace_id",
+    ],
+    inner: &[
+        (
+            "metadata",
+            &["litellm_call_id", "requester_metadata", "status"],
+        ),
+        (
+            "proxy_server_request",
+            &[
+                "max_completion_tokens",
+                "max_tokens",
+                "messages",
+                "prompt",
+                "tools",
+            ],
+        ),
+    ],
+};
 
 /// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object_or_row(reader, source, ctx, Some(KEYS), convert_object)
+    container::for_each_object_or_row(reader, source, ctx, Some(&KEYS), convert_object)
 }
 
 fn convert_object(ctx: &mut Ctx, loc: &Location, obj: Object) -> Result<()> {
@@ -221,7 +239,7 @@ fn payload(
     } else if flag(obj, "cache_hit")? == Some(true) {
         req.fate = Fate::CacheHit;
     }
-    let params = nested(obj, "model_parameters").unwrap_or(Value::Null);
+    let params = nested(obj, "model_parameters").unwrap_or(Cow::Owned(Value::Null));
     req.max_tokens = max_tokens(&params);
     let messages = present(obj, "messages");
     req.prompt = prompt_of(messages, params.get("tools")).map(Box::new);

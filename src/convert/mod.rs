@@ -288,7 +288,7 @@ pub struct Ctx {
     warned_naive: bool,
     keep_messages: bool,
     tokenizer: String,
-    hasher: Option<Hasher>,
+    hashers: Option<hashing::Workers<Request>>,
     /// Bailian chat ids to the first turn of their conversation.
     bailian_roots: HashMap<i64, i64>,
     /// OpenAI batch lines, joined on `custom_id` across inputs.
@@ -307,7 +307,7 @@ impl Ctx {
             warned_naive: false,
             keep_messages: args.keep_messages,
             tokenizer: args.tokenizer.clone(),
-            hasher: None,
+            hashers: None,
             batch: openai_batch::Batch::default(),
             bailian_roots: HashMap::new(),
             trace_sessions: HashMap::new(),
@@ -318,7 +318,9 @@ impl Ctx {
     /// is hashed (in batches, on every core) and the text dropped.
     pub fn push(&mut self, req: Request) -> Result<()> {
         self.read += 1;
-        if self.keep_messages || (req.prompt.is_none() && self.pending.is_empty()) {
+        let queue_empty =
+            self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
+        if self.keep_messages || (req.prompt.is_none() && queue_empty) {
             self.requests.push(req);
             return Ok(());
         }
@@ -331,38 +333,28 @@ impl Ctx {
         Ok(())
     }
 
-    /// Hash the prompts of the queued requests, the batch split across
-    /// threads (tokenizing is the cost of conversion with prompts), and
-    /// move them to the requests.
+    /// Send the queued requests to the hashing workers (started with the
+    /// first batch), and store those already hashed.
     fn hash_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        if self.hasher.is_none() {
-            self.hasher = Some(Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?));
+        if self.hashers.is_none() {
+            let hasher = Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?);
+            self.hashers = Some(hashing::Workers::start(hasher, hash_prompt));
         }
-        let hasher = self.hasher.as_ref().expect("loaded above");
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        let part = self.pending.len().div_ceil(threads);
-        let results: Vec<Result<()>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .pending
-                .chunks_mut(part)
-                .map(|reqs| {
-                    scope.spawn(move || reqs.iter_mut().try_for_each(|r| hash_prompt(hasher, r)))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::msg("a hashing thread failed")))
-                })
-                .collect()
-        });
-        results.into_iter().collect::<Result<()>>()?;
-        self.requests.append(&mut self.pending);
-        Ok(())
+        let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(HASH_BATCH));
+        let workers = self.hashers.as_mut().expect("started above");
+        workers.submit(batch, &mut self.requests)
+    }
+
+    /// Hash what is queued and wait for every batch.
+    fn finish_hashing(&mut self) -> Result<()> {
+        self.hash_pending()?;
+        match &mut self.hashers {
+            Some(workers) => workers.finish(&mut self.requests),
+            None => Ok(()),
+        }
     }
 
     /// A record that cannot be converted: stop, or skip and count it.
@@ -438,7 +430,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     if format == Format::OpenaiBatch {
         openai_batch::finish(&mut ctx, args.rate)?;
     }
-    ctx.hash_pending()?;
+    ctx.finish_hashing()?;
     let mut requests = std::mem::take(&mut ctx.requests);
     for r in &mut requests {
         if r.session.is_none() {
