@@ -5,6 +5,11 @@
 #   scripts/bench-convert.sh                 # 1 M payloads without prompts, 100 k with
 #   N=200000 NP=20000 scripts/bench-convert.sh
 #
+# Prompt runs: "prompts" gives every request its own 150-2400 word user
+# message after one of eight shared system prompts; "history" is four-turn
+# chats that resend their history (each turn adds a user message and the
+# previous answer), as chat clients and agents do.
+#
 # Prints records/s per CPU second and peak RSS against the output's size
 # (the sort holds every record: the target is under twice the output).
 set -euo pipefail
@@ -18,12 +23,11 @@ cargo build --release --quiet --bin trace-convert
 BIN=$PWD/target/release
 
 # Payloads in completion order (as LiteLLM writes them), one per line.
-# With PROMPT=1 each carries a 1-4 k token conversation whose first part is
-# shared by every request of its "application" (as system prompts are).
+# PROMPT: 0 none, 1 unique prompts, history: conversations resending history.
 make_logs() { # COUNT PROMPT FILE
   python3 - "$@" <<'PY'
 import json, random, sys
-count, prompt, path = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+count, prompt, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 template = json.loads(open("tests/data/convert/standard_logging_payloads.constructed.jsonl").readline())
 rng = random.Random(7)
 words = [w for w in open("tests/data/convert/SOURCES.md").read().split() if w.isalpha()] or ["word"]
@@ -39,10 +43,20 @@ with open(path, "w") as f:
         p["id"] = p["litellm_call_id"] = f"chatcmpl-{i:09d}"
         p["trace_id"] = f"conv-{i // 4}"  # conversations of four turns
         p["prompt_tokens"], p["completion_tokens"] = 1000 + i % 3000, 20 + i % 200
-        if prompt:
+        if prompt == "1":
             n = rng.randint(150, 2400)
             user = " ".join(rng.choice(words) for _ in range(n))
             p["messages"] = [{"role": "system", "content": apps[i % 8]}, {"role": "user", "content": user}]
+        elif prompt == "history":
+            chat = random.Random(i // 4)
+            messages = [{"role": "system", "content": apps[(i // 4) % 8]}]
+            for turn in range(i % 4 + 1):
+                if turn:
+                    answer = " ".join(chat.choice(words) for _ in range(chat.randint(50, 200)))
+                    messages.append({"role": "assistant", "content": answer})
+                user = " ".join(chat.choice(words) for _ in range(chat.randint(150, 600)))
+                messages.append({"role": "user", "content": user})
+            p["messages"] = messages
         else:
             p.pop("messages", None)
             p.pop("response", None)
@@ -67,3 +81,5 @@ print(f'$name: {n} payloads ({inp/1e6:.0f} MB) in {w} s wall, {c:.2f} cpu-s: {n/
 run plain "$WORK/plain-$N.jsonl"
 [ -s "$WORK/prompts-$NP.jsonl" ] || make_logs "$NP" 1 "$WORK/prompts-$NP.jsonl"
 run prompts "$WORK/prompts-$NP.jsonl"
+[ -s "$WORK/history-$NP.jsonl" ] || make_logs "$NP" history "$WORK/history-$NP.jsonl"
+run history "$WORK/history-$NP.jsonl"

@@ -73,6 +73,18 @@ impl Tokenizer {
         })
     }
 
+    /// Whether a newline followed by a character other than whitespace or
+    /// `/` always ends a pre-tokenizer piece, so that text cut there
+    /// tokenizes to the same ids in parts as whole. True of cl100k_base and
+    /// o200k_base, whose patterns put nothing after a newline in a piece
+    /// but more newlines (and, in o200k_base, `/`), and end a run of
+    /// whitespace at its last newline (`\s*[\r\n]+`) whatever follows; not
+    /// of r50k_base (`\s+(?!\S)` looks past the cut) nor of tokenizer.json
+    /// files (unknown rules).
+    pub fn splits_after_newlines(&self) -> bool {
+        matches!(self.kind, Kind::Bpe(_)) && matches!(&*self.name, "o200k_base" | "cl100k_base")
+    }
+
     /// The name or path it was loaded from.
     pub fn name(&self) -> &str {
         &self.name

@@ -28,36 +28,126 @@ use crate::tokenizer::Tokenizer;
 /// Tokens per block.
 pub const BLOCK: usize = 512;
 
-/// The tokenizer used for hashing.
+/// The tokenizer used for hashing, and the token ids of recent messages.
+///
+/// Conversations resend their history: turn n carries the n−1 turns before
+/// it. Where the tokenizer allows it (see
+/// [`Tokenizer::splits_after_newlines`]) each message is tokenized on its
+/// own and its ids kept, so a conversation costs the tokenizing of each
+/// message once rather than of every turn whole. The ids are the same as
+/// the whole prompt's (a test checks it).
 pub struct Hasher {
     tok: Tokenizer,
+    cache: Option<Mutex<SegmentCache>>,
 }
 
 impl Hasher {
     /// Hash with `tok`.
     pub fn new(tok: Tokenizer) -> Hasher {
-        Hasher { tok }
+        let cache = tok
+            .splits_after_newlines()
+            .then(|| Mutex::new(SegmentCache::default()));
+        Hasher { tok, cache }
     }
 
-    /// Token ids of a rendered prompt.
-    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
-        self.tok.encode(text)
+    /// Token ids of a prompt, rendered as [`render`] does.
+    pub fn tokenize(&self, prompt: &Prompt) -> Result<Vec<u32>> {
+        let (text, cuts) = render_with_cuts(prompt);
+        let Some(cache) = &self.cache else {
+            return self.tok.encode(&text);
+        };
+        let bytes = text.as_bytes();
+        // Only where a newline meets text other than whitespace or `/` is
+        // a cut sure to fall between pre-tokenizer pieces.
+        let cuts = cuts
+            .into_iter()
+            .filter(|&c| c > 0 && c < bytes.len() && bytes[c - 1] == b'\n')
+            .filter(|&c| !text[c..].starts_with(|ch: char| ch.is_whitespace() || ch == '/'));
+        let mut tokens = Vec::new();
+        let mut start = 0;
+        for end in cuts.chain([text.len()]) {
+            let part = &text[start..end];
+            start = end;
+            if part.is_empty() {
+                continue;
+            }
+            if let Some(ids) = lock(cache).get(part) {
+                tokens.extend_from_slice(&ids);
+                continue;
+            }
+            let ids = self.tok.encode(part)?;
+            tokens.extend_from_slice(&ids);
+            lock(cache).insert(part, ids.into());
+        }
+        Ok(tokens)
+    }
+}
+
+fn lock(cache: &Mutex<SegmentCache>) -> std::sync::MutexGuard<'_, SegmentCache> {
+    // The cache holds no invariant a panicking thread could break.
+    cache.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Token ids of message texts, bounded: entries live in two generations,
+/// the older dropped whole when the newer fills, and a hit in the older
+/// moves to the newer (an approximation of least-recently-used).
+#[derive(Default)]
+struct SegmentCache {
+    new: HashMap<Box<str>, Arc<[u32]>>,
+    old: HashMap<Box<str>, Arc<[u32]>>,
+    new_bytes: usize,
+}
+
+/// Bytes of text and ids the newer generation holds before it ages
+/// (so at most twice this in all): thousands of long conversations.
+const SEGMENT_CACHE_BYTES: usize = 64 << 20;
+
+impl SegmentCache {
+    fn get(&mut self, text: &str) -> Option<Arc<[u32]>> {
+        if let Some(ids) = self.new.get(text) {
+            return Some(ids.clone());
+        }
+        let (text, ids) = self.old.remove_entry(text)?;
+        self.insert_owned(text, ids.clone());
+        Some(ids)
+    }
+
+    fn insert(&mut self, text: &str, ids: Arc<[u32]>) {
+        self.insert_owned(text.into(), ids);
+    }
+
+    fn insert_owned(&mut self, text: Box<str>, ids: Arc<[u32]>) {
+        self.new_bytes += text.len() + 4 * ids.len();
+        self.new.insert(text, ids);
+        if self.new_bytes > SEGMENT_CACHE_BYTES {
+            self.old = std::mem::take(&mut self.new);
+            self.new_bytes = 0;
+        }
     }
 }
 
 /// The prompt as one string: the same prompt always renders the same, and
 /// a conversation that extends another renders to an extension of it.
 pub fn render(prompt: &Prompt) -> String {
+    render_with_cuts(prompt).0
+}
+
+/// The rendered prompt and the offsets where one message ends and the next
+/// part begins.
+fn render_with_cuts(prompt: &Prompt) -> (String, Vec<usize>) {
     let mut out = String::new();
+    let mut cuts = Vec::new();
     if let Some(tools) = &prompt.tools {
         out.push_str("<|tools|>\n");
         out.push_str(&tools.to_string());
         out.push('\n');
+        cuts.push(out.len());
     }
     match &prompt.messages {
         Some(Value::Array(messages)) => {
             for m in messages {
                 render_message(m, &mut out);
+                cuts.push(out.len());
             }
         }
         Some(other) => render_content(other, &mut out),
@@ -66,7 +156,7 @@ pub fn render(prompt: &Prompt) -> String {
     if let Some(text) = &prompt.text {
         out.push_str(text);
     }
-    out
+    (out, cuts)
 }
 
 fn render_message(m: &Value, out: &mut String) {
@@ -370,5 +460,53 @@ mod tests {
             .and_then(|()| workers.finish(&mut out));
         assert_eq!(failed.unwrap_err().to_string(), "error: bad item");
         assert_eq!(out, [2, 4]);
+    }
+
+    #[test]
+    fn messages_tokenized_apart_give_the_whole_prompts_ids() {
+        // Pieces that meet at a cut: whitespace runs, newlines, CRs,
+        // punctuation that takes trailing newlines, contractions, digits,
+        // letters of several scripts.
+        const PIECES: &[&str] = &[
+            " ", "  ", "\n", "\n\n", "\r\n", " \n", "\t", ".", "!\n", "'s", "'LL", "123", "4567",
+            "word", "Word", "WORDS", "é", "中文", "🙂", "<|", "|>", "/", "/\n", "\r", "\u{a0}",
+        ];
+        let mut rng = Rng(7);
+        let text = |rng: &mut Rng| -> String {
+            let n = rng.below(12) as usize;
+            (0..n)
+                .map(|_| PIECES[rng.below(PIECES.len() as u64) as usize])
+                .collect()
+        };
+        for name in ["o200k_base", "cl100k_base"] {
+            let tok = crate::tokenizer::Tokenizer::load(name).unwrap();
+            let whole = crate::tokenizer::Tokenizer::load(name).unwrap();
+            let hasher = Hasher::new(tok);
+            assert!(hasher.cache.is_some());
+            for case in 0..400 {
+                let messages: Vec<Value> = (0..1 + rng.below(5))
+                    .map(|_| match rng.below(4) {
+                        0 => Value::String(text(&mut rng)),
+                        _ => serde_json::json!({"role": "user", "content": text(&mut rng)}),
+                    })
+                    .collect();
+                let prompt = Prompt {
+                    messages: Some(Value::Array(messages)),
+                    text: (rng.below(4) == 0).then(|| text(&mut rng)),
+                    tools: (rng.below(4) == 0).then(|| serde_json::json!([text(&mut rng)])),
+                };
+                // Twice: the second time from the cache.
+                for _ in 0..2 {
+                    assert_eq!(
+                        hasher.tokenize(&prompt).unwrap(),
+                        whole.encode(&render(&prompt)).unwrap(),
+                        "{name}, case {case}: {:?}",
+                        render(&prompt)
+                    );
+                }
+            }
+        }
+        let r50k = crate::tokenizer::Tokenizer::load("r50k_base").unwrap();
+        assert!(Hasher::new(r50k).cache.is_none());
     }
 }

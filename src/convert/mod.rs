@@ -385,8 +385,7 @@ fn hash_prompt(hasher: &Hasher, req: &mut Request) -> Result<()> {
     let Some(prompt) = req.prompt.take() else {
         return Ok(());
     };
-    let text = hashing::render(&prompt);
-    let tokens = hasher.tokenize(&text)?;
+    let tokens = hasher.tokenize(&prompt)?;
     let length = req
         .input_length
         .filter(|&n| n > 0)
