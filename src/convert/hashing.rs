@@ -71,13 +71,14 @@ impl Hasher {
             if part.is_empty() {
                 continue;
             }
-            if let Some(ids) = lock(cache).get(part) {
+            let key = xxhash_rust::xxh3::xxh3_128(part.as_bytes());
+            if let Some(ids) = lock(cache).get(key) {
                 tokens.extend_from_slice(&ids);
                 continue;
             }
             let ids = self.tok.encode(part)?;
             tokens.extend_from_slice(&ids);
-            lock(cache).insert(part, ids.into());
+            lock(cache).insert(key, ids.into());
         }
         Ok(tokens)
     }
@@ -90,35 +91,33 @@ fn lock(cache: &Mutex<SegmentCache>) -> std::sync::MutexGuard<'_, SegmentCache> 
 
 /// Token ids of message texts, bounded: entries live in two generations,
 /// the older dropped whole when the newer fills, and a hit in the older
-/// moves to the newer (an approximation of least-recently-used).
+/// moves to the newer (an approximation of least-recently-used). Texts are
+/// known by a 128-bit hash, not kept: a collision is as likely as one
+/// between two random 128-bit numbers.
 #[derive(Default)]
 struct SegmentCache {
-    new: HashMap<Box<str>, Arc<[u32]>>,
-    old: HashMap<Box<str>, Arc<[u32]>>,
+    new: HashMap<u128, Arc<[u32]>>,
+    old: HashMap<u128, Arc<[u32]>>,
     new_bytes: usize,
 }
 
-/// Bytes of text and ids the newer generation holds before it ages
-/// (so at most twice this in all): thousands of long conversations.
-const SEGMENT_CACHE_BYTES: usize = 64 << 20;
+/// Bytes of ids the newer generation holds before it ages (so at most
+/// twice this in all): thousands of long conversations.
+const SEGMENT_CACHE_BYTES: usize = 32 << 20;
 
 impl SegmentCache {
-    fn get(&mut self, text: &str) -> Option<Arc<[u32]>> {
-        if let Some(ids) = self.new.get(text) {
+    fn get(&mut self, key: u128) -> Option<Arc<[u32]>> {
+        if let Some(ids) = self.new.get(&key) {
             return Some(ids.clone());
         }
-        let (text, ids) = self.old.remove_entry(text)?;
-        self.insert_owned(text, ids.clone());
+        let ids = self.old.remove(&key)?;
+        self.insert(key, ids.clone());
         Some(ids)
     }
 
-    fn insert(&mut self, text: &str, ids: Arc<[u32]>) {
-        self.insert_owned(text.into(), ids);
-    }
-
-    fn insert_owned(&mut self, text: Box<str>, ids: Arc<[u32]>) {
-        self.new_bytes += text.len() + 4 * ids.len();
-        self.new.insert(text, ids);
+    fn insert(&mut self, key: u128, ids: Arc<[u32]>) {
+        self.new_bytes += 16 + 4 * ids.len();
+        self.new.insert(key, ids);
         if self.new_bytes > SEGMENT_CACHE_BYTES {
             self.old = std::mem::take(&mut self.new);
             self.new_bytes = 0;

@@ -7,6 +7,8 @@
 //! never added and never recognised in text: `<|endoftext|>` in a prompt is
 //! ordinary text, as a server sees it in a completions prompt.
 
+mod o200k;
+
 use std::path::Path;
 
 use tiktoken_rs::CoreBPE;
@@ -93,6 +95,9 @@ impl Tokenizer {
     /// Token ids of `text`, with no special tokens added or recognised.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         match &self.kind {
+            Kind::Bpe(bpe) if self.name == "o200k_base" => {
+                Ok(o200k::encode(bpe, text).unwrap_or_else(|| bpe.encode_ordinary(text)))
+            }
             Kind::Bpe(bpe) => Ok(bpe.encode_ordinary(text)),
             Kind::HuggingFace(hf) => hf
                 .encode(text, false)
@@ -104,8 +109,8 @@ impl Tokenizer {
     /// Number of tokens of `text`.
     pub fn count(&self, text: &str) -> Result<usize> {
         match &self.kind {
-            Kind::Bpe(bpe) => Ok(bpe.count_ordinary(text)),
-            Kind::HuggingFace(_) => self.encode(text).map(|ids| ids.len()),
+            Kind::Bpe(bpe) if self.name != "o200k_base" => Ok(bpe.count_ordinary(text)),
+            _ => self.encode(text).map(|ids| ids.len()),
         }
     }
 
