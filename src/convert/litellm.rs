@@ -131,7 +131,14 @@ fn show(obj: &Object, field: &str) -> String {
     obj.get(field).map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn common(req: &mut Request, t: &Times) {
+/// What payloads and SpendLogs rows share: times, token counts, model.
+fn request(
+    obj: &Object,
+    loc: &Location,
+    naive: &mut Option<(&'static str, String)>,
+) -> std::result::Result<Request, FieldError> {
+    let t = times(obj, naive)?;
+    let mut req = Request::new(loc.clone(), t.start);
     req.end_ns = t.end;
     if let Some(end) = t.end {
         req.observed.e2e_ms = Some((end - t.start) as f64 / 1e6);
@@ -140,6 +147,9 @@ fn common(req: &mut Request, t: &Times) {
             req.observed.ttft_ms = Some((first - t.start) as f64 / 1e6);
         }
     }
+    tokens(&mut req, obj)?;
+    req.model = model(obj)?;
+    Ok(req)
 }
 
 fn model(obj: &Object) -> std::result::Result<Option<String>, FieldError> {
@@ -217,11 +227,7 @@ fn payload(
     loc: &Location,
     naive: &mut Option<(&'static str, String)>,
 ) -> std::result::Result<Request, FieldError> {
-    let t = times(obj, naive)?;
-    let mut req = Request::new(loc.clone(), t.start);
-    common(&mut req, &t);
-    tokens(&mut req, obj)?;
-    req.model = model(obj)?;
+    let mut req = request(obj, loc, naive)?;
     req.id = match string(obj, "litellm_call_id")? {
         Some(id) if !id.is_empty() => Some(id),
         _ => string(obj, "id")?,
@@ -252,14 +258,10 @@ fn spend_log(
     loc: &Location,
     naive: &mut Option<(&'static str, String)>,
 ) -> std::result::Result<Request, FieldError> {
-    let t = times(obj, naive)?;
-    let mut req = Request::new(loc.clone(), t.start);
-    common(&mut req, &t);
+    let mut req = request(obj, loc, naive)?;
     if let Some(ms) = fields::number(obj, "request_duration_ms")? {
         req.observed.e2e_ms = Some(ms);
     }
-    tokens(&mut req, obj)?;
-    req.model = model(obj)?;
     let metadata = nested(obj, "metadata");
     let call_id = metadata
         .as_ref()

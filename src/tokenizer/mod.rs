@@ -22,8 +22,16 @@ pub const DEFAULT: &str = "o200k_base";
 pub const BUILTIN: &[&str] = &["o200k_base", "cl100k_base", "r50k_base"];
 
 enum Kind {
-    Bpe(CoreBPE),
+    Bpe(CoreBPE, Encoding),
     HuggingFace(Box<tokenizers::Tokenizer>),
+}
+
+/// Which built-in encoding a `Kind::Bpe` is (decided once, at load).
+#[derive(Clone, Copy, PartialEq)]
+enum Encoding {
+    O200k,
+    Cl100k,
+    R50k,
 }
 
 /// A loaded tokenizer.
@@ -45,16 +53,16 @@ impl Tokenizer {
     /// `r50k_base`, alias `gpt2`), or a `tokenizer.json` file by path.
     pub fn load(spec: &str) -> Result<Tokenizer> {
         let builtin = match spec {
-            "o200k_base" => Some(tiktoken_rs::o200k_base()),
-            "cl100k_base" => Some(tiktoken_rs::cl100k_base()),
-            "r50k_base" | "gpt2" => Some(tiktoken_rs::r50k_base()),
+            "o200k_base" => Some((tiktoken_rs::o200k_base(), Encoding::O200k)),
+            "cl100k_base" => Some((tiktoken_rs::cl100k_base(), Encoding::Cl100k)),
+            "r50k_base" | "gpt2" => Some((tiktoken_rs::r50k_base(), Encoding::R50k)),
             _ => None,
         };
-        if let Some(bpe) = builtin {
+        if let Some((bpe, encoding)) = builtin {
             let bpe = bpe.map_err(|e| Error::msg(format!("cannot load tokenizer {spec}: {e}")))?;
             return Ok(Tokenizer {
                 name: spec.to_string(),
-                kind: Kind::Bpe(bpe),
+                kind: Kind::Bpe(bpe, encoding),
             });
         }
         let path = Path::new(spec);
@@ -84,7 +92,7 @@ impl Tokenizer {
     /// of r50k_base (`\s+(?!\S)` looks past the cut) nor of tokenizer.json
     /// files (unknown rules).
     pub fn splits_after_newlines(&self) -> bool {
-        matches!(self.kind, Kind::Bpe(_)) && matches!(&*self.name, "o200k_base" | "cl100k_base")
+        matches!(self.kind, Kind::Bpe(_, Encoding::O200k | Encoding::Cl100k))
     }
 
     /// The name or path it was loaded from.
@@ -95,10 +103,10 @@ impl Tokenizer {
     /// Token ids of `text`, with no special tokens added or recognised.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         match &self.kind {
-            Kind::Bpe(bpe) if self.name == "o200k_base" => {
+            Kind::Bpe(bpe, Encoding::O200k) => {
                 Ok(o200k::encode(bpe, text).unwrap_or_else(|| bpe.encode_ordinary(text)))
             }
-            Kind::Bpe(bpe) => Ok(bpe.encode_ordinary(text)),
+            Kind::Bpe(bpe, _) => Ok(bpe.encode_ordinary(text)),
             Kind::HuggingFace(hf) => hf
                 .encode(text, false)
                 .map(|enc| enc.get_ids().to_vec())
@@ -109,7 +117,8 @@ impl Tokenizer {
     /// Number of tokens of `text`.
     pub fn count(&self, text: &str) -> Result<usize> {
         match &self.kind {
-            Kind::Bpe(bpe) if self.name != "o200k_base" => Ok(bpe.count_ordinary(text)),
+            // o200k_base counts fastest by its own encode.
+            Kind::Bpe(bpe, Encoding::Cl100k | Encoding::R50k) => Ok(bpe.count_ordinary(text)),
             _ => self.encode(text).map(|ids| ids.len()),
         }
     }
@@ -119,7 +128,7 @@ impl Tokenizer {
     /// choose their tokens so that this never happens.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         match &self.kind {
-            Kind::Bpe(bpe) => bpe
+            Kind::Bpe(bpe, _) => bpe
                 .decode(ids)
                 .map_err(|e| Error::msg(format!("tokenizer {}: {e}", self.name))),
             Kind::HuggingFace(hf) => hf
@@ -133,11 +142,9 @@ impl Tokenizer {
         match &self.kind {
             // tiktoken-rs does not expose the table size; these are the
             // published sizes of the built-in encodings.
-            Kind::Bpe(_) => match self.name.as_str() {
-                "o200k_base" => 200_019,
-                "cl100k_base" => 100_277,
-                _ => 50_257,
-            },
+            Kind::Bpe(_, Encoding::O200k) => 200_019,
+            Kind::Bpe(_, Encoding::Cl100k) => 100_277,
+            Kind::Bpe(_, Encoding::R50k) => 50_257,
             Kind::HuggingFace(hf) => hf.get_vocab_size(true),
         }
     }
