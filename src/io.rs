@@ -289,6 +289,21 @@ enum Sink {
     Gzip(GzEncoder<BufWriter<File>>),
 }
 
+#[cfg(unix)]
+fn stdout_is_file() -> bool {
+    use std::os::fd::AsFd;
+    io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| File::from(fd).metadata())
+        .is_ok_and(|m| m.is_file())
+}
+
+#[cfg(not(unix))]
+fn stdout_is_file() -> bool {
+    false
+}
+
 /// Where records go: standard output or `-o FILE` (`.gz` compresses).
 ///
 /// Writes are buffered; on a terminal, or when asked, every line is flushed
@@ -335,6 +350,15 @@ impl Output {
     }
 
     /// Flush after every line (results of a replay must survive a crash).
+    /// Whether lines go to a regular file (directly or compressed), where
+    /// a write never waits for a reader, unlike a pipe or a terminal.
+    pub fn is_file(&self) -> bool {
+        match &self.sink {
+            Sink::File(_) | Sink::Gzip(_) => true,
+            Sink::Stdout(_) => stdout_is_file(),
+        }
+    }
+
     pub fn set_line_flush(&mut self, on: bool) {
         self.line_flush = on;
     }

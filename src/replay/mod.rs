@@ -1,33 +1,41 @@
 //! trace-replay: send each record to an OpenAI-compatible server on
 //! schedule, and write one result line per request.
 //!
-//! Four threads share the work, so that nothing slow sits on the send path:
-//! a reader parses records and builds their bodies (synthesizing prompts)
-//! ahead of time; a dispatcher sleeps until each request is due, spins the
-//! last fraction of a millisecond and hands the request to the tokio
-//! runtime; the runtime's tasks send and measure; a writer prints each
-//! result as it arrives and flushes it. Every record the run takes on ends
-//! as exactly one result: the tasks always return one, and the dispatcher
-//! writes `cancelled` results for what it never sent.
+//! Three threads share the work, so that nothing slow sits on the send
+//! path: a reader parses records and builds their bodies (synthesizing
+//! prompts) ahead of time; the main thread runs a single-threaded tokio
+//! runtime in which a dispatcher sleeps until each request is due (on a
+//! microsecond timer), spins the last few microseconds and starts the
+//! request's task, which sends and measures; a writer prints each result as
+//! it arrives and flushes it. One thread for all the network work keeps
+//! wakeups and handovers between threads, most of a replay's CPU cost, to
+//! a minimum. Every record the run takes on ends as exactly one result: the
+//! tasks always return one, and the dispatcher writes `cancelled` results
+//! for what it never sent.
 
 pub mod exchange;
 pub mod request;
 pub mod schedule;
 pub mod sse;
+mod timer;
 
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
-use std::sync::{Arc, OnceLock};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::error::TrySendError;
 
 use self::exchange::{Target, skeleton};
 use self::request::{BodyOptions, Endpoint, PrepareError, Prepared, PromptSource};
 use self::schedule::{Pace, Schedule};
+use self::timer::Timer;
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::error::{Error, Result};
 use crate::io::{self, InputSpec, Lines, Output};
@@ -64,9 +72,11 @@ Examples:
 /// Records read ahead of the schedule (bodies built, prompts synthesized).
 const READ_AHEAD: usize = 1024;
 
+/// Records the reader hands over at once when the read-ahead is full.
+const READ_BATCH: usize = 64;
+
 /// The dispatcher sleeps until this long before a request is due, then
-/// spins: even with no timer slack, a sleeping thread wakes some
-/// microseconds late.
+/// spins: a sleeping thread wakes some microseconds late.
 const SPIN: Duration = Duration::from_micros(20);
 
 /// Send each trace record to an OpenAI-compatible server at its timestamp.
@@ -278,7 +288,7 @@ struct Shared {
     output_closed: AtomicBool,
     /// Tells tasks in flight to give up.
     cancel: tokio::sync::watch::Sender<bool>,
-    control: Sender<Control>,
+    control: tokio::sync::mpsc::UnboundedSender<Control>,
 }
 
 impl Shared {
@@ -297,18 +307,27 @@ pub fn run(args: &Args) -> Result<Outcome> {
         return dry_run(args, &inputs, &opts);
     }
     let headers = headers(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
+    // The in-process simulated server gets a runtime (a thread) of its
+    // own, so that it does not take the client's.
+    let mut sim_runtime = None;
     let base = match (&args.url, args.sim) {
         (Some(url), _) => url.clone(),
         (None, true) => {
-            let server = runtime.block_on(crate::sim::start(
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
+            let server = rt.block_on(crate::sim::start(
                 "127.0.0.1",
                 0,
                 crate::sim::SimOptions::default(),
             ))?;
+            sim_runtime = Some(rt);
             if !args.quiet {
                 cli::note(format!("simulated server at {}", server.url));
             }
@@ -333,9 +352,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
     });
+    let timer = {
+        let _inside = runtime.enter();
+        Timer::new().map_err(|e| Error::msg(format!("cannot create a timer: {e}")))?
+    };
 
     let output = Output::open(args.output.output.as_deref())?;
-    let (control_tx, control_rx) = mpsc::channel();
+    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let (cancel, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         counters: Counters::default(),
@@ -344,15 +367,19 @@ pub fn run(args: &Args) -> Result<Outcome> {
         cancel,
         control: control_tx,
     });
-    let (results_tx, results_rx) = mpsc::channel::<ResultRecord>();
-    let writer = {
-        let shared = shared.clone();
-        thread::Builder::new()
+    let direct = output.is_file();
+    let writer = ResultWriter::new(output, shared.clone());
+    let (results, writer_thread) = if direct {
+        (Results::Direct(Arc::new(Mutex::new(writer))), None)
+    } else {
+        let (tx, rx) = mpsc::channel::<ResultRecord>();
+        let thread = thread::Builder::new()
             .name("writer".into())
-            .spawn(move || write_results(results_rx, output, &shared))
-            .map_err(|e| Error::msg(format!("cannot start a thread: {e}")))?
+            .spawn(move || write_results(rx, writer))
+            .map_err(|e| Error::msg(format!("cannot start a thread: {e}")))?;
+        (Results::Thread(tx), Some(thread))
     };
-    let (records_tx, records_rx) = mpsc::sync_channel(READ_AHEAD);
+    let (records_tx, records_rx) = tokio::sync::mpsc::channel(READ_AHEAD / READ_BATCH);
     let signal = {
         let shared = shared.clone();
         let grace = Duration::from_secs_f64(args.grace / 1000.0);
@@ -375,18 +402,19 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let mut dispatcher = Dispatcher {
             args,
             shared: shared.clone(),
-            runtime: runtime.handle().clone(),
             target,
-            results: results_tx,
+            results: results.clone(),
             control: control_rx,
             records: Some(records_rx),
+            unread: VecDeque::new(),
             reader_done: false,
+            timer,
             failure: None,
             lag: Dist::default(),
             late: 0,
             origin: Instant::now(),
         };
-        let ended = dispatcher.run(&run_start);
+        let ended = runtime.block_on(dispatcher.run(&run_start));
         progress_done.store(true, Ordering::SeqCst);
         let Dispatcher {
             failure, lag, late, ..
@@ -395,10 +423,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         (ended, failure, lag, late)
     });
     signal.abort();
-    let written = writer
-        .join()
-        .map_err(|_| Error::msg("the result writer stopped unexpectedly"))?;
     drop(runtime);
+    let written = finish_results(results, writer_thread);
+    drop(sim_runtime);
     let interrupted = ended?;
     let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
     final_line(args, &shared, &lag, late, elapsed_ms);
@@ -572,50 +599,89 @@ impl<'a> Feed<'a> {
 }
 
 /// The reader thread: parse and prepare records ahead of the schedule.
+///
+/// Records go over in batches: one at a time while the dispatcher has room
+/// for them, gathered up to `READ_BATCH` once the read-ahead is full, so
+/// that keeping it full costs one wakeup of each thread per batch rather
+/// than per record.
 fn read_records(
     args: &Args,
     inputs: &[InputSpec],
     opts: &BodyOptions,
-    out: SyncSender<Read>,
+    out: tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
 ) {
     let mut feed = Feed::new(args, inputs, opts);
     let mut origin_sent = false;
+    let mut batch = Vec::new();
     loop {
         let stopping = shared.stopping.load(Ordering::SeqCst);
         let msg = match feed.next(stopping) {
             Ok(Some(p)) if stopping => Read::Unsent(p),
             Ok(Some(p)) => Read::Ready(p),
-            Ok(None) => return,
+            Ok(None) => break,
             Err(e) => Read::Failed(e),
         };
         // Shards of one trace share its origin, so that they line up.
         if args.shard.is_some() && !origin_sent && !feed.in_warmup() {
             origin_sent = true;
             if let Some(ts) = feed.first_timestamp {
-                if out.send(Read::Origin(ts)).is_err() {
-                    return;
-                }
+                batch.push(Read::Origin(ts));
             }
         }
         let failed = matches!(msg, Read::Failed(_));
-        if out.send(msg).is_err() || failed {
-            return;
+        batch.push(msg);
+        if failed {
+            break;
         }
+        if batch.len() >= READ_BATCH {
+            if out.blocking_send(std::mem::take(&mut batch)).is_err() {
+                return;
+            }
+            continue;
+        }
+        match out.try_send(std::mem::take(&mut batch)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(b)) => batch = b,
+            Err(TrySendError::Closed(_)) => return,
+        }
+    }
+    if !batch.is_empty() {
+        let _ = out.blocking_send(batch);
     }
 }
 
-/// The dispatcher: owns the schedule, sends requests when due.
+/// How long a wait of the dispatcher may last.
+enum Until {
+    /// To the microsecond: a request is due.
+    Precise(Instant),
+    /// Roughly: a safety net while waiting for completions or records.
+    About(Duration),
+}
+
+/// What ended a wait.
+enum Woken {
+    Control(Option<Control>),
+    Records(Option<Vec<Read>>),
+    Timer,
+}
+
+/// The dispatcher: owns the schedule, sends requests when due. It runs on
+/// the same thread as the requests' tasks, so a send needs no handover
+/// between threads and one wakeup can serve a due request and the responses
+/// that arrived meanwhile.
 struct Dispatcher<'a> {
     args: &'a Args,
     shared: Arc<Shared>,
-    runtime: tokio::runtime::Handle,
     target: Arc<Target>,
-    results: Sender<ResultRecord>,
-    control: Receiver<Control>,
+    results: Results,
+    control: UnboundedReceiver<Control>,
     /// `None` once the run stopped reading (--duration).
-    records: Option<Receiver<Read>>,
+    records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
+    /// Records received and not yet taken.
+    unread: VecDeque<Read>,
     reader_done: bool,
+    timer: Timer,
     /// A record that stopped the run.
     failure: Option<Error>,
     lag: Dist,
@@ -627,8 +693,7 @@ struct Dispatcher<'a> {
 
 impl Dispatcher<'_> {
     /// Run to the end; `Ok(true)` when interrupted.
-    fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
-        precise_sleep();
+    async fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
         let pace = match (self.args.concurrency, self.args.max_concurrency) {
             (Some(n), _) => Pace::Closed {
                 workers: n as usize,
@@ -637,55 +702,35 @@ impl Dispatcher<'_> {
                 max_in_flight: m.map(|m| m as usize),
             },
         };
-        self.warm_up(pace)?;
+        self.warm_up(pace).await?;
         if self.shared.stopping.load(Ordering::SeqCst) {
-            self.cancel_rest(&mut Schedule::new(pace));
+            self.cancel_rest(&mut Schedule::new(pace)).await;
             return Ok(true);
         }
         let mut schedule: Schedule<Prepared> = Schedule::new(pace);
         // Fill the read-ahead before the clock starts, so the first
         // requests never wait for a prompt to be synthesized.
         while schedule.queued() < READ_AHEAD && !self.reader_done {
-            self.take_record(&mut schedule, None);
+            match self.read().await {
+                Some(r) => self.accept(r, &mut schedule),
+                None => self.reader_done = true,
+            }
         }
         if let Some(e) = self.failure.take() {
             // Nothing was sent: the run could not start.
             return Err(e);
         }
         if let Some(at) = self.args.start_at {
-            let wait = at.duration_since(SystemTime::now()).map_err(|_| {
-                Error::usage(format!(
-                    "--start-at {} is already past (the read-ahead and the warmup are done first)",
-                    crate::time::rfc3339(at)
-                ))
-            })?;
-            if !clock_synchronized() {
-                cli::warn(
-                    "the system clock is not synchronized (NTP): shards on other machines may start apart",
-                );
-            }
-            // In steps, so that Ctrl-C is not held up until the start.
-            let until = Instant::now() + wait;
-            while !self.shared.stopping.load(Ordering::SeqCst) {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                thread::sleep(left.min(Duration::from_millis(50)));
-            }
+            self.wait_for_start(at).await?;
         }
         let start = Instant::now();
         self.origin = start;
         let _ = run_start.set(start);
         let duration = self.args.duration;
         loop {
-            while schedule.queued() < READ_AHEAD && !self.reader_done {
-                if !self.try_take_record(&mut schedule) {
-                    break;
-                }
-            }
+            while schedule.queued() < READ_AHEAD && self.try_take_record(&mut schedule) {}
             while let Ok(c) = self.control.try_recv() {
-                self.handle(c, &mut schedule, start);
+                self.handle(c, &mut schedule);
             }
             if self.shared.stopping.load(Ordering::SeqCst) || self.failure.is_some() {
                 break;
@@ -694,22 +739,18 @@ impl Dispatcher<'_> {
             if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
                 self.stop_reading(&mut schedule);
             }
+            let want_records = !self.reader_done && schedule.queued() < READ_AHEAD;
             match schedule.next_due() {
                 Some(due) if duration.is_some_and(|d| due >= d) => {
                     self.stop_reading(&mut schedule);
                 }
                 Some(due) => {
                     let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
-                    let now = Instant::now();
-                    if due_at > now + SPIN {
-                        // Sleep on the control channel: a completion may
-                        // make a session turn due sooner. Cap the wait
-                        // while the read-ahead is not full.
-                        let mut wait = due_at - now - SPIN;
-                        if !self.reader_done && schedule.queued() < READ_AHEAD {
-                            wait = wait.min(Duration::from_millis(1));
-                        }
-                        self.wait_control(wait, &mut schedule, start);
+                    if due_at > Instant::now() + SPIN {
+                        // Completions wake the wait too: one may make a
+                        // session turn due sooner.
+                        let woken = self.wait(Until::Precise(due_at - SPIN), want_records).await;
+                        self.on_wake(woken, &mut schedule);
                         continue;
                     }
                     while Instant::now() < due_at {
@@ -729,39 +770,94 @@ impl Dispatcher<'_> {
                 None if schedule.in_flight() == 0 && schedule.is_empty() && self.reader_done => {
                     break;
                 }
-                None if schedule.in_flight() == 0 && schedule.is_empty() => {
-                    // Starved: the reader is behind.
-                    self.take_record(&mut schedule, Some(Duration::from_millis(1)));
-                }
                 None => {
-                    let wait = if self.reader_done || schedule.queued() >= READ_AHEAD {
-                        Duration::from_millis(100)
-                    } else {
-                        Duration::from_millis(1)
-                    };
-                    self.wait_control(wait, &mut schedule, start);
+                    // Waiting for completions (sessions, a concurrency
+                    // cap) or for the reader.
+                    let until = Until::About(Duration::from_millis(100));
+                    let woken = self.wait(until, want_records).await;
+                    self.on_wake(woken, &mut schedule);
                 }
             }
         }
         let interrupted = self.shared.stopping.load(Ordering::SeqCst);
-        self.cancel_rest(&mut schedule);
+        self.cancel_rest(&mut schedule).await;
         Ok(interrupted)
+    }
+
+    /// --start-at: wait for a wall-clock instant, in steps, so that Ctrl-C
+    /// is not held up until the start.
+    async fn wait_for_start(&mut self, at: SystemTime) -> Result<()> {
+        let wait = at.duration_since(SystemTime::now()).map_err(|_| {
+            Error::usage(format!(
+                "--start-at {} is already past (the read-ahead and the warmup are done first)",
+                crate::time::rfc3339(at)
+            ))
+        })?;
+        if !clock_synchronized() {
+            cli::warn(
+                "the system clock is not synchronized (NTP): shards on other machines may start apart",
+            );
+        }
+        let until = Instant::now() + wait;
+        while !self.shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
+            let step = until.min(Instant::now() + Duration::from_millis(50));
+            self.timer.sleep_until(step).await;
+        }
+        Ok(())
+    }
+
+    /// Wait for a completion or a stop, a batch of records (when wanted),
+    /// or the time given.
+    async fn wait(&mut self, until: Until, want_records: bool) -> Woken {
+        let Dispatcher {
+            control,
+            records,
+            timer,
+            ..
+        } = self;
+        let records = records.as_mut().filter(|_| want_records);
+        tokio::select! {
+            biased;
+            c = control.recv() => Woken::Control(c),
+            r = async {
+                match records {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => Woken::Records(r),
+            () = async {
+                match until {
+                    Until::Precise(at) => timer.sleep_until(at).await,
+                    Until::About(d) => tokio::time::sleep(d).await,
+                }
+            } => Woken::Timer,
+        }
+    }
+
+    fn on_wake(&mut self, woken: Woken, schedule: &mut Schedule<Prepared>) {
+        match woken {
+            Woken::Control(Some(c)) => self.handle(c, schedule),
+            // The senders live in `Shared`, which outlives the dispatcher.
+            Woken::Control(None) | Woken::Timer => {}
+            Woken::Records(Some(batch)) => self.unread.extend(batch),
+            Woken::Records(None) => self.reader_done = true,
+        }
     }
 
     /// Send the warmup records, all at once (up to the concurrency cap),
     /// and wait for their answers.
-    fn warm_up(&mut self, pace: Pace) -> Result<()> {
+    async fn warm_up(&mut self, pace: Pace) -> Result<()> {
         let cap = pace.max_in_flight().unwrap_or(usize::MAX);
         let mut in_flight = 0usize;
         let mut left = self.args.warmup;
         while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
             if in_flight >= cap {
-                if let Ok(Control::Done { .. }) = self.control.recv() {
+                if let Some(Control::Done { .. }) = self.control.recv().await {
                     in_flight -= 1;
                 }
                 continue;
             }
-            match self.records.as_ref().and_then(|r| r.recv().ok()) {
+            match self.read().await {
                 Some(Read::Ready(req)) => {
                     in_flight += 1;
                     self.launch(req, 0.0, true);
@@ -781,10 +877,10 @@ impl Dispatcher<'_> {
             left -= 1;
         }
         while in_flight > 0 {
-            match self.control.recv() {
-                Ok(Control::Done { .. }) => in_flight -= 1,
-                Ok(Control::Stop) => {}
-                Err(_) => break,
+            match self.control.recv().await {
+                Some(Control::Done { .. }) => in_flight -= 1,
+                Some(Control::Stop) => {}
+                None => break,
             }
         }
         match self.failure.take() {
@@ -793,39 +889,39 @@ impl Dispatcher<'_> {
         }
     }
 
-    /// Block up to `wait` (forever when `None`) for the next record.
-    fn take_record(&mut self, schedule: &mut Schedule<Prepared>, wait: Option<Duration>) {
-        let Some(rx) = &self.records else {
-            self.reader_done = true;
-            return;
-        };
-        let read = match wait {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(w) => rx.recv_timeout(w),
-        };
-        match read {
-            Ok(r) => self.accept(r, schedule),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => self.reader_done = true,
+    /// The next record, waiting for the reader; `None` when it is done.
+    async fn read(&mut self) -> Option<Read> {
+        loop {
+            if let Some(r) = self.unread.pop_front() {
+                return Some(r);
+            }
+            let batch = self.records.as_mut()?.recv().await?;
+            self.unread.extend(batch);
         }
     }
 
     /// Take a record if one is ready; false when none is.
     fn try_take_record(&mut self, schedule: &mut Schedule<Prepared>) -> bool {
-        let Some(rx) = &self.records else {
-            self.reader_done = true;
-            return false;
-        };
-        match rx.try_recv() {
-            Ok(r) => {
+        if self.unread.is_empty() {
+            let Some(rx) = &mut self.records else {
+                self.reader_done = true;
+                return false;
+            };
+            match rx.try_recv() {
+                Ok(batch) => self.unread.extend(batch),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => return false,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                    self.reader_done = true;
+                    return false;
+                }
+            }
+        }
+        match self.unread.pop_front() {
+            Some(r) => {
                 self.accept(r, schedule);
                 true
             }
-            Err(TryRecvError::Empty) => false,
-            Err(TryRecvError::Disconnected) => {
-                self.reader_done = true;
-                false
-            }
+            None => false,
         }
     }
 
@@ -844,24 +940,12 @@ impl Dispatcher<'_> {
     /// --duration reached: read no more; drop what is queued (left out).
     fn stop_reading(&mut self, schedule: &mut Schedule<Prepared>) {
         self.records = None;
+        self.unread.clear();
         self.reader_done = true;
         drop(schedule.drain());
     }
 
-    fn wait_control(&mut self, wait: Duration, schedule: &mut Schedule<Prepared>, start: Instant) {
-        if !schedule.waits_on_completions() && !self.shared.stopping.load(Ordering::Relaxed) {
-            // Completions cannot change what is due next: sleep, rather
-            // than wake for each of them (that costs CPU at high rates).
-            // Ctrl-C is seen within 50 ms.
-            thread::sleep(wait.min(Duration::from_millis(50)));
-            return;
-        }
-        if let Ok(c) = self.control.recv_timeout(wait) {
-            self.handle(c, schedule, start);
-        }
-    }
-
-    fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>, start: Instant) {
+    fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>) {
         match c {
             Control::Done {
                 session,
@@ -872,7 +956,7 @@ impl Dispatcher<'_> {
                 if warmup {
                     return;
                 }
-                schedule.complete(session.as_deref(), ms_between(start, at));
+                schedule.complete(session.as_deref(), ms_between(self.origin, at));
                 self.lag.record(lag_ms);
                 if lag_ms > 5.0 {
                     self.late += 1;
@@ -887,7 +971,7 @@ impl Dispatcher<'_> {
         self.args.shard.map(|(k, n)| format!("{k}/{n}"))
     }
 
-    /// Hand one request to the runtime.
+    /// Start one request; its task runs as soon as the dispatcher waits.
     fn launch(&self, req: Prepared, scheduled_ms: f64, warmup: bool) {
         let origin = self.origin;
         let shared = self.shared.clone();
@@ -899,7 +983,7 @@ impl Dispatcher<'_> {
             .counters
             .sent
             .fetch_add(u64::from(!warmup), Ordering::Relaxed);
-        self.runtime.spawn(async move {
+        tokio::spawn(async move {
             let sent = Instant::now();
             let sent_ms = ms_between(origin, sent);
             let mut result = skeleton(
@@ -921,7 +1005,7 @@ impl Dispatcher<'_> {
                 }
             };
             let result = exchange::send(&target, &req, result, sent, cancelled).await;
-            let _ = results.send(result);
+            results.send(result);
             let _ = shared.control.send(Control::Done {
                 session: req.session_id,
                 at: Instant::now(),
@@ -943,50 +1027,37 @@ impl Dispatcher<'_> {
         r.warmup = warmup;
         r.shard = self.shard_label();
         r.error = Some("not sent: the run was stopped".into());
-        let _ = self.results.send(r);
+        self.results.send(r);
     }
 
     /// After a stop: `cancelled` results for everything unsent, including
     /// the records still to be read; then wait for the requests in flight
     /// (their tasks write their own results).
-    fn cancel_rest(&mut self, schedule: &mut Schedule<Prepared>) {
-        let origin = self.origin;
+    async fn cancel_rest(&mut self, schedule: &mut Schedule<Prepared>) {
         let failed = self.failure.is_some();
         for (due, req) in schedule.drain() {
             self.unsent(req, due, false);
         }
         if !failed {
-            while let Some(rx) = &self.records {
-                match rx.recv() {
-                    Ok(Read::Ready(req) | Read::Unsent(req)) => self.unsent(req, None, false),
-                    Ok(Read::Failed(e)) => {
+            while let Some(r) = self.read().await {
+                match r {
+                    Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
+                    Read::Failed(e) => {
                         self.failure = Some(e);
                         break;
                     }
-                    Ok(Read::Origin(_)) => {}
-                    Err(_) => break,
+                    Read::Origin(_) => {}
                 }
             }
         }
         self.records = None;
+        self.unread.clear();
         while schedule.in_flight() > 0 {
-            match self.control.recv() {
-                Ok(c) => self.handle(c, schedule, origin),
-                Err(_) => break,
+            match self.control.recv().await {
+                Some(c) => self.handle(c, schedule),
+                None => break,
             }
         }
-    }
-}
-
-/// Let this thread's sleeps end when asked: Linux lets a normal thread's
-/// timer fire up to 50 µs late by default ("timer slack"), which would
-/// need a longer spin, and spinning costs CPU.
-fn precise_sleep() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes
-    // the calling thread's timer slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
     }
 }
 
@@ -1013,12 +1084,52 @@ fn ms_between(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1000.0
 }
 
-/// The writer thread: one line per result, flushed at once.
-fn write_results(rx: Receiver<ResultRecord>, mut out: Output, shared: &Shared) -> Result<()> {
-    out.set_line_flush(true);
-    let mut failure: Option<Error> = None;
-    for r in rx {
-        let c = &shared.counters;
+/// Where results go. Each is written and flushed as it comes.
+#[derive(Clone)]
+enum Results {
+    /// Written by the runtime's thread itself, which costs less than
+    /// waking another thread for each: for a regular file, where a write
+    /// never waits for a reader.
+    Direct(Arc<Mutex<ResultWriter>>),
+    /// Handed to a writer thread: a pipe or a terminal can block, and the
+    /// sends must not wait for whoever reads it.
+    Thread(Sender<ResultRecord>),
+}
+
+impl Results {
+    fn send(&self, r: ResultRecord) {
+        match self {
+            Results::Direct(w) => {
+                if let Ok(mut w) = w.lock() {
+                    w.write(&r);
+                }
+            }
+            Results::Thread(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+/// Writes results, counts them, and stops the run if the output closes.
+struct ResultWriter {
+    out: Output,
+    shared: Arc<Shared>,
+    failure: Option<Error>,
+}
+
+impl ResultWriter {
+    fn new(mut out: Output, shared: Arc<Shared>) -> ResultWriter {
+        out.set_line_flush(true);
+        ResultWriter {
+            out,
+            shared,
+            failure: None,
+        }
+    }
+
+    fn write(&mut self, r: &ResultRecord) {
+        let c = &self.shared.counters;
         if !r.warmup {
             c.done.fetch_add(1, Ordering::Relaxed);
             let counter = match r.status {
@@ -1029,21 +1140,51 @@ fn write_results(rx: Receiver<ResultRecord>, mut out: Output, shared: &Shared) -
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
-        if failure.is_some() {
-            continue;
+        if self.failure.is_some() {
+            return;
         }
-        if let Err(e) = out.write_line(r.to_json_line().as_bytes()) {
+        if let Err(e) = self.out.write_line(r.to_json_line().as_bytes()) {
             // Nobody reads the results any more: stop the run at once.
-            shared.output_closed.store(true, Ordering::SeqCst);
-            shared.stop();
-            let _ = shared.cancel.send(true);
-            failure = Some(e);
+            self.shared.output_closed.store(true, Ordering::SeqCst);
+            self.shared.stop();
+            let _ = self.shared.cancel.send(true);
+            self.failure = Some(e);
         }
     }
-    match failure {
-        Some(e) => Err(e),
-        None => out.finish(),
+
+    fn finish(self) -> Result<()> {
+        match self.failure {
+            Some(e) => Err(e),
+            None => self.out.finish(),
+        }
     }
+}
+
+/// Close the output once every result is written.
+fn finish_results(results: Results, thread: Option<thread::JoinHandle<Result<()>>>) -> Result<()> {
+    match results {
+        Results::Direct(w) => match Arc::try_unwrap(w).map(Mutex::into_inner) {
+            Ok(Ok(w)) => w.finish(),
+            _ => Err(Error::msg("the result writer is still in use")),
+        },
+        Results::Thread(tx) => {
+            drop(tx);
+            match thread {
+                Some(t) => t
+                    .join()
+                    .map_err(|_| Error::msg("the result writer stopped unexpectedly"))?,
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// The writer thread.
+fn write_results(rx: Receiver<ResultRecord>, mut writer: ResultWriter) -> Result<()> {
+    for r in rx {
+        writer.write(&r);
+    }
+    writer.finish()
 }
 
 /// First Ctrl-C: stop sending, give requests in flight `grace`, then
