@@ -277,6 +277,8 @@ struct Counters {
     cancelled: AtomicU64,
     /// Last dispatch lag, µs.
     lag_us: AtomicU64,
+    /// Records to send, once known (0 until then).
+    total: AtomicU64,
 }
 
 /// State every thread shares.
@@ -288,10 +290,20 @@ struct Shared {
     output_closed: AtomicBool,
     /// Tells tasks in flight to give up.
     cancel: tokio::sync::watch::Sender<bool>,
+    /// The progress bar, on a terminal.
+    bar: Option<indicatif::ProgressBar>,
     control: tokio::sync::mpsc::UnboundedSender<Control>,
 }
 
 impl Shared {
+    /// Print on standard error, under the progress bar if there is one.
+    fn print(&self, f: impl FnOnce()) {
+        match &self.bar {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
     fn stop(&self) {
         if !self.stopping.swap(true, Ordering::SeqCst) {
             let _ = self.control.send(Control::Stop);
@@ -366,7 +378,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
         output_closed: AtomicBool::new(false),
         cancel,
         control: control_tx,
+        bar: progress_bar(args),
     });
+    if let Some(limit) = args.limit {
+        shared.counters.total.store(limit, Ordering::Relaxed);
+    }
     let direct = output.is_file();
     let writer = ResultWriter::new(output, shared.clone());
     let (results, writer_thread) = if direct {
@@ -646,6 +662,10 @@ fn read_records(
             Err(TrySendError::Closed(_)) => return,
         }
     }
+    if feed.ended {
+        let total = feed.taken.saturating_sub(args.warmup);
+        shared.counters.total.store(total, Ordering::Relaxed);
+    }
     if !batch.is_empty() {
         let _ = out.blocking_send(batch);
     }
@@ -794,9 +814,11 @@ impl Dispatcher<'_> {
             ))
         })?;
         if !clock_synchronized() {
-            cli::warn(
-                "the system clock is not synchronized (NTP): shards on other machines may start apart",
-            );
+            self.shared.print(|| {
+                cli::warn(
+                    "the system clock is not synchronized (NTP): shards on other machines may start apart",
+                )
+            });
         }
         let until = Instant::now() + wait;
         while !self.shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
@@ -1195,10 +1217,12 @@ async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
     }
     shared.stop();
     if !quiet {
-        cli::note(format!(
-            "interrupted: sending stopped; waiting up to {} for requests in flight (Ctrl-C again to stop now)",
-            crate::duration::human(grace.as_secs_f64() * 1000.0)
-        ));
+        let grace = crate::duration::human(grace.as_secs_f64() * 1000.0);
+        shared.print(|| {
+            cli::note(format!(
+                "interrupted: sending stopped; waiting up to {grace} for requests in flight (Ctrl-C again to stop now)"
+            ))
+        });
     }
     tokio::select! {
         () = tokio::time::sleep(grace) => {}
@@ -1207,47 +1231,72 @@ async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
     let _ = shared.cancel.send(true);
 }
 
-/// The progress thread: a status line on stderr, rewritten every second on
-/// a terminal, printed every ten seconds otherwise.
+/// The progress thread. On a terminal, an indicatif bar: requests done
+/// out of the total once it is known (--limit, or the reader reached the
+/// end of the input), else a spinner. Otherwise a status line every ten
+/// seconds. Both show sent, in flight, done, errors and the last lag.
 fn progress(shared: &Shared, done: &AtomicBool, run_start: &OnceLock<Instant>) {
-    let terminal = std::io::stderr().is_terminal();
-    let every = if terminal {
-        Duration::from_secs(1)
-    } else {
-        Duration::from_secs(10)
-    };
+    let every = Duration::from_secs(10);
     let mut last = Instant::now();
-    let mut shown = false;
+    let mut with_length = false;
     while !done.load(Ordering::SeqCst) {
         thread::sleep(Duration::from_millis(100));
-        if last.elapsed() < every {
-            continue;
-        }
-        last = Instant::now();
         let Some(start) = run_start.get() else {
             continue;
         };
         let c = &shared.counters;
         let sent = c.sent.load(Ordering::Relaxed);
         let finished = c.done.load(Ordering::Relaxed);
-        let line = format!(
-            "{}: {:.0}s: sent {sent}, in flight {}, done {finished}, errors {}, lag {:.2}ms",
-            cli::tool(),
-            start.elapsed().as_secs_f64(),
+        let status = format!(
+            "sent {sent}, in flight {}, done {finished}, errors {}, lag {:.2}ms",
             sent.saturating_sub(finished),
             c.errors.load(Ordering::Relaxed) + c.timeouts.load(Ordering::Relaxed),
             c.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
         );
-        if terminal {
-            eprint!("\r\x1b[2K{line}");
-            shown = true;
-        } else {
-            eprintln!("{line}");
+        match &shared.bar {
+            Some(bar) => {
+                let total = c.total.load(Ordering::Relaxed);
+                if total > 0 {
+                    if !with_length {
+                        with_length = true;
+                        bar.set_style(bar_style(BAR));
+                    }
+                    bar.set_length(total);
+                }
+                bar.set_position(finished);
+                bar.set_message(status);
+            }
+            None if last.elapsed() >= every => {
+                last = Instant::now();
+                let secs = start.elapsed().as_secs_f64();
+                eprintln!("{}: {secs:.0}s: {status}", cli::tool());
+            }
+            None => {}
         }
     }
-    if shown {
-        eprint!("\r\x1b[2K");
+    if let Some(bar) = &shared.bar {
+        bar.finish_and_clear();
     }
+}
+
+/// The progress bar's layouts: with a known total, and without.
+const BAR: &str = "{elapsed_precise} [{bar:30}] {percent:>3}% {wide_msg}";
+const SPINNER: &str = "{spinner} {elapsed_precise} {wide_msg}";
+
+fn bar_style(template: &str) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner())
+        .progress_chars("=> ")
+}
+
+/// A progress bar on standard error when it is a terminal.
+fn progress_bar(args: &Args) -> Option<indicatif::ProgressBar> {
+    if args.quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner().with_style(bar_style(SPINNER));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
 }
 
 /// The end-of-run line on stderr.

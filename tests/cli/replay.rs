@@ -700,3 +700,37 @@ fn http2_without_tls() {
         assert_eq!(x["itl_ms"].as_array().unwrap().len(), 3, "{x}");
     }
 }
+
+/// On a terminal, progress is an indicatif bar on standard error (run in a
+/// pseudo-terminal by util-linux's `script`); the results are unchanged.
+#[test]
+fn a_progress_bar_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` command to make a pseudo-terminal");
+        return;
+    }
+    let dir = TestDir::new("replay-bar");
+    dir.write("t.jsonl", text_trace(50, 20, 2));
+    let command = format!(
+        "{} --sim -o out.ndjson t.jsonl",
+        bin("trace-replay").display()
+    );
+    let out = Command::new("script")
+        .current_dir(&dir.path)
+        .args(["-qec", &command, "typescript"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let screen = std::fs::read_to_string(dir.join("typescript")).unwrap();
+    // The bar, with the total known (all 50 records read before the start).
+    assert!(screen.contains("] "), "{screen}");
+    assert!(screen.contains("% sent "), "{screen}");
+    assert!(screen.contains(", in flight "), "{screen}");
+    assert!(
+        screen.contains("trace-replay: sent 50, ok 50, errors 0"),
+        "{screen}"
+    );
+    let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap();
+    assert_eq!(text.lines().count(), 50);
+}
