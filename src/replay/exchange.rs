@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::answer::Answer;
 use super::request::Prepared;
 use super::sse::SseParser;
 use crate::result::{ResultRecord, Status, round_us};
@@ -41,9 +42,9 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 impl Measure {
-    /// Take the figures of one JSON answer object (a chunk or a whole body).
-    fn take_object(&mut self, v: &Value, at_ms: f64, whole_body: bool) {
-        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+    /// Take the figures of one answer object (a chunk or a whole body).
+    fn take_answer(&mut self, a: Answer, at_ms: f64, whole_body: bool) {
+        if let Some(err) = a.error {
             let msg = err
                 .get("message")
                 .and_then(Value::as_str)
@@ -51,15 +52,15 @@ impl Measure {
                 .unwrap_or_else(|| err.to_string());
             self.error.get_or_insert(one_line(&msg));
         }
-        if let Some(choices) = v.get("choices").and_then(Value::as_array) {
+        if let Some(choices) = a.choices {
             if self.first_chunk_ms.is_none() {
                 self.first_chunk_ms = Some(at_ms);
             }
             let mut content = false;
             for c in choices {
-                content |= has_content(c);
-                if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
-                    self.finish_reason = Some(f.to_string());
+                content |= c.has_content();
+                if let Some(f) = c.finish_reason {
+                    self.finish_reason = Some(f.into_owned());
                 }
             }
             if content || whole_body {
@@ -70,12 +71,10 @@ impl Measure {
                 self.last_content_ms = Some(at_ms);
             }
         }
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
-            self.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
-            self.cached_tokens = u
-                .pointer("/prompt_tokens_details/cached_tokens")
-                .and_then(Value::as_u64);
+        if let Some(u) = a.usage {
+            self.prompt_tokens = u.prompt_tokens;
+            self.completion_tokens = u.completion_tokens;
+            self.cached_tokens = u.cached_tokens;
         }
     }
 
@@ -89,8 +88,8 @@ impl Measure {
         if data.is_empty() {
             return;
         }
-        match serde_json::from_slice::<Value>(data) {
-            Ok(v) => self.take_object(&v, at_ms, false),
+        match Answer::parse(data) {
+            Ok(a) => self.take_answer(a, at_ms, false),
             Err(_) => {
                 let shown = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
                 self.error
@@ -98,25 +97,6 @@ impl Measure {
             }
         }
     }
-}
-
-/// Non-empty text, reasoning or tool call, in a chat delta or message, or
-/// completions text.
-fn has_content(choice: &Value) -> bool {
-    let nonempty = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        _ => false,
-    };
-    if nonempty(choice.get("text")) {
-        return true;
-    }
-    let Some(d) = choice.get("delta").or_else(|| choice.get("message")) else {
-        return false;
-    };
-    ["content", "reasoning_content", "reasoning", "tool_calls"]
-        .iter()
-        .any(|k| nonempty(d.get(*k)))
 }
 
 /// A message on one line, short, for the `error` field.
@@ -239,8 +219,8 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         }
         return;
     }
-    match serde_json::from_slice::<Value>(&whole) {
-        Ok(v) => m.take_object(&v, end, status.is_success()),
+    match Answer::parse(&whole) {
+        Ok(a) => m.take_answer(a, end, status.is_success()),
         Err(_) if status.is_success() => {
             m.error = Some("the response body is not JSON".into());
         }

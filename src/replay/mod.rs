@@ -13,6 +13,7 @@
 //! tasks always return one, and the dispatcher writes `cancelled` results
 //! for what it never sent.
 
+pub mod answer;
 pub mod exchange;
 pub mod request;
 pub mod schedule;

@@ -15,20 +15,27 @@ pub struct SseParser {
 
 impl SseParser {
     /// Feed bytes; `event` is called with the data of each event completed.
-    pub fn feed(&mut self, bytes: &[u8], mut event: impl FnMut(&[u8])) {
-        for &b in bytes {
+    pub fn feed(&mut self, mut bytes: &[u8], mut event: impl FnMut(&[u8])) {
+        while let Some(&first) = bytes.first() {
             if self.after_cr {
                 self.after_cr = false;
-                if b == b'\n' {
+                if first == b'\n' {
+                    bytes = &bytes[1..];
                     continue;
                 }
             }
-            match b {
-                b'\r' | b'\n' => {
-                    self.after_cr = b == b'\r';
+            // Whole runs of line content at a time, not byte by byte.
+            match bytes.iter().position(|&b| b == b'\r' || b == b'\n') {
+                Some(end) => {
+                    self.line.extend_from_slice(&bytes[..end]);
+                    self.after_cr = bytes[end] == b'\r';
                     self.end_line(&mut event);
+                    bytes = &bytes[end + 1..];
                 }
-                _ => self.line.push(b),
+                None => {
+                    self.line.extend_from_slice(bytes);
+                    return;
+                }
             }
         }
     }
