@@ -3,26 +3,7 @@
 //! the runtime's event loop, so the thread that waits for a request's send
 //! time is also the one that reads responses, with one wakeup for both.
 
-use std::time::Instant;
-
-/// One deadline at a time; re-arming with the same deadline is free.
-pub struct Timer {
-    inner: imp::Timer,
-}
-
-impl Timer {
-    /// A timer for the current tokio runtime (call from inside it).
-    pub fn new() -> std::io::Result<Timer> {
-        Ok(Timer {
-            inner: imp::Timer::new()?,
-        })
-    }
-
-    /// Return at `deadline` (at once when it is past). Safe to cancel.
-    pub async fn sleep_until(&mut self, deadline: Instant) {
-        self.inner.sleep_until(deadline).await
-    }
-}
+pub use imp::Timer;
 
 #[cfg(target_os = "linux")]
 mod imp {
@@ -33,12 +14,14 @@ mod imp {
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
 
+    /// One deadline at a time; re-arming with the same deadline is free.
     pub struct Timer {
         fd: AsyncFd<OwnedFd>,
         armed: Option<Instant>,
     }
 
     impl Timer {
+        /// A timer for the current tokio runtime (call from inside it).
         pub fn new() -> io::Result<Timer> {
             // SAFETY: timerfd_create takes a clock id and flags and returns
             // a new descriptor or -1.
@@ -60,6 +43,7 @@ mod imp {
             Ok(Timer { fd, armed: None })
         }
 
+        /// Return at `deadline` (at once when it is past). Safe to cancel.
         pub async fn sleep_until(&mut self, deadline: Instant) {
             loop {
                 let now = Instant::now();
@@ -122,6 +106,7 @@ mod imp {
 mod imp {
     use std::time::Instant;
 
+    /// tokio's own timer, to the millisecond.
     pub struct Timer;
 
     impl Timer {
@@ -138,7 +123,7 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn never_returns_before_the_deadline() {
