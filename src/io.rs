@@ -304,6 +304,38 @@ fn stdout_is_file() -> bool {
     false
 }
 
+/// Raise this process's soft limit on open files to its hard limit and
+/// return the limit in force. Every connection in flight holds a file, and
+/// shells often start programs with a soft limit of 1,024 while the system
+/// allows far more; a replay should be capped by the server, not by that.
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
+pub fn raise_open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Some(raised.rlim_cur as u64);
+        }
+    }
+    Some(limit.rlim_cur as u64)
+}
+
+#[cfg(not(unix))]
+pub fn raise_open_files_limit() -> Option<u64> {
+    None
+}
+
 /// Where records go: standard output or `-o FILE` (`.gz` compresses).
 ///
 /// Writes are buffered; on a terminal, or when asked, every line is flushed

@@ -202,6 +202,8 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
 
 /// Run trace-sim until Ctrl-C.
 pub fn run(args: &Args) -> Result<Outcome> {
+    // Every client connection holds a file.
+    crate::io::raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

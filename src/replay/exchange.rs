@@ -1,5 +1,6 @@
 //! One request: send, read the answer chunk by chunk, measure.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -11,12 +12,26 @@ use super::sse::SseParser;
 use crate::result::{ResultRecord, Status, round_us};
 
 /// Everything a request needs besides its body.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Target {
     pub client: reqwest::Client,
-    pub url: String,
+    pub url: reqwest::Url,
     pub headers: reqwest::header::HeaderMap,
     pub timeout: Option<Duration>,
+    /// The process's limit on open files, which caps connections in flight.
+    pub open_files_limit: Option<u64>,
+    /// A connection failed for lack of a free file: 0 no, 1 yes, 2 reported.
+    pub out_of_files: AtomicU8,
+}
+
+impl Target {
+    /// True once, the first time after a connection failed for lack of a
+    /// free file, so that the run can say why on standard error.
+    pub fn take_out_of_files(&self) -> bool {
+        self.out_of_files
+            .compare_exchange(1, 2, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
 }
 
 /// What a response has shown so far; kept outside the request's future so
@@ -115,10 +130,23 @@ pub fn one_line(msg: &str) -> String {
 
 /// The failure of a request that never got a response, described without
 /// the URL's credentials (reqwest's text may hold the URL).
-fn describe(e: &reqwest::Error) -> String {
+fn describe(e: &reqwest::Error, target: &Target) -> String {
     let mut parts = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
+        if out_of_files(s) {
+            let _ =
+                target
+                    .out_of_files
+                    .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed);
+            let limit = target
+                .open_files_limit
+                .map_or_else(String::new, |n| format!(" ({n})"));
+            return format!(
+                "connection failed: too many open files: the open-file limit{limit} \
+                 caps the connections in flight"
+            );
+        }
         parts.push(s.to_string());
         source = s.source();
     }
@@ -132,6 +160,20 @@ fn describe(e: &reqwest::Error) -> String {
     match parts.last() {
         Some(root) => one_line(&format!("{kind}: {root}")),
         None => kind.to_string(),
+    }
+}
+
+/// The process has no free file for another connection (EMFILE).
+fn out_of_files(e: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(unix)]
+    {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::EMFILE))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
     }
 }
 
@@ -168,7 +210,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
     let response = loop {
         let r = target
             .client
-            .post(&target.url)
+            .post(target.url.clone())
             .headers(target.headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(req.body.clone())
@@ -178,7 +220,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
             Ok(resp) => break resp,
             Err(e) if attempt == 0 && stale_connection(&e) => attempt += 1,
             Err(e) => {
-                m.error = Some(describe(&e));
+                m.error = Some(describe(&e, target));
                 return;
             }
         }
@@ -205,7 +247,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
             }
             Err(e) => {
                 m.e2e_ms = Some(ms_since(sent));
-                m.error = Some(describe(&e));
+                m.error = Some(describe(&e, target));
                 return;
             }
         }

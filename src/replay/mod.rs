@@ -22,7 +22,7 @@ mod timer;
 
 use std::collections::VecDeque;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
@@ -348,6 +348,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
         (None, false) => return Err(Error::usage("give --url URL, or --sim")),
     };
+    let url = request_url(&base, opts.endpoint)?;
     let mut client = reqwest::Client::builder()
         .use_rustls_tls()
         .tcp_nodelay(true)
@@ -361,9 +362,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
     let target = Arc::new(Target {
         client,
-        url: endpoint_url(&base, opts.endpoint),
+        url,
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
+        open_files_limit: crate::io::raise_open_files_limit(),
+        out_of_files: AtomicU8::new(0),
     });
     let timer = {
         let _inside = runtime.enter();
@@ -519,6 +522,19 @@ pub fn endpoint_url(base: &str, endpoint: Endpoint) -> String {
     }
     let base = base.strip_suffix("/v1").unwrap_or(base);
     format!("{base}{}", endpoint.path())
+}
+
+/// The parsed request URL; only http and https are spoken.
+fn request_url(base: &str, endpoint: Endpoint) -> Result<reqwest::Url> {
+    let text = endpoint_url(base, endpoint);
+    let url = reqwest::Url::parse(&text)
+        .map_err(|e| Error::usage(format!("--url: `{base}` is not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::usage(format!(
+            "--url: `{base}` is not an http or https URL"
+        )));
+    }
+    Ok(url)
 }
 
 /// The records a run takes on, in order: parsed, filtered to the shard,
@@ -1028,6 +1044,18 @@ impl Dispatcher<'_> {
                 }
             };
             let result = exchange::send(&target, &req, result, sent, cancelled).await;
+            if target.take_out_of_files() {
+                let limit = target
+                    .open_files_limit
+                    .map_or_else(String::new, |n| format!(" of {n}"));
+                shared.print(|| {
+                    cli::warn(format!(
+                        "connections fail for lack of files: the open-file limit{limit} \
+                         caps the requests in flight; raise it (ulimit -Hn) or cap them \
+                         with --max-concurrency"
+                    ))
+                });
+            }
             results.send(result);
             let _ = shared.control.send(Control::Done {
                 session: req.session_id,

@@ -220,6 +220,80 @@ fn refused_connections_are_errors() {
     }
 }
 
+/// The hard limit on open files a test's processes get, from `sh`.
+fn open_files_hard_limit() -> u64 {
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -H -n"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "unlimited" is as good as any number here.
+    text.trim().parse().unwrap_or(u64::MAX)
+}
+
+#[test]
+fn connections_in_flight_are_not_capped_by_a_low_soft_file_limit() {
+    if open_files_hard_limit() < 1000 {
+        eprintln!("skipped: the hard limit on open files is below 1000");
+        return;
+    }
+    // 150 requests all in flight at once need 150 connections; the soft
+    // limit the shell gives is 48, the hard limit is left as it is.
+    let sim = Sim::start(&["--ttft-ms", "400", "--itl-ms", "1"]);
+    let run = Cmd::after_sh("ulimit -S -n 48", "trace-replay")
+        .args(["--quiet", "--url", &sim.url])
+        .stdin(text_trace(150, 0, 2))
+        .run();
+    run.code(0);
+    assert_eq!(
+        statuses(&by_index(&run, 150)),
+        BTreeMap::from([("ok".to_string(), 150)])
+    );
+}
+
+#[test]
+fn running_out_of_files_fails_requests_with_the_reason_and_says_it_once() {
+    // Both limits at 48: the connections beyond it cannot be opened.
+    let sim = Sim::start(&["--ttft-ms", "400", "--itl-ms", "1"]);
+    let run = Cmd::after_sh("ulimit -n 48", "trace-replay")
+        .args(["--url", &sim.url])
+        .stdin(text_trace(150, 0, 2))
+        .run();
+    run.code(0);
+    let results = by_index(&run, 150);
+    let c = statuses(&results);
+    assert!(c["ok"] > 0 && c["error"] > 0, "{c:?}");
+    assert_eq!(c["ok"] + c["error"], 150, "{c:?}");
+    for x in results.values().filter(|x| x["status"] == "error") {
+        assert_eq!(
+            x["error"],
+            "connection failed: too many open files: the open-file limit (48) caps the \
+             connections in flight",
+            "{x}"
+        );
+    }
+    let warning = "trace-replay: warning: connections fail for lack of files: the open-file \
+                   limit of 48 caps the requests in flight; raise it (ulimit -Hn) or cap them \
+                   with --max-concurrency\n";
+    assert_eq!(run.stderr.matches(warning).count(), 1, "{}", run.stderr);
+}
+
+#[test]
+fn a_url_that_is_not_http_is_a_usage_error() {
+    let run = replay(&["--url", "ftp://h/v1"], &text_trace(1, 1, 1));
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-replay: error: --url: `ftp://h/v1` is not an http or https URL\n"
+    );
+    let run = replay(&["--url", "http://[::1"], &text_trace(1, 1, 1));
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-replay: error: --url: `http://[::1` is not a URL (invalid IPv6 address)\n"
+    );
+}
+
 fn scripted_answer(body: &str) -> Answer {
     let usage = r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#;
     if body.contains("case-split") {

@@ -142,6 +142,20 @@ impl Cmd {
         }
     }
 
+    /// The tool run by `sh` after `script` (say, a `ulimit`).
+    pub fn after_sh(script: &str, tool: &str) -> Cmd {
+        let mut cmd = Command::new("sh");
+        cmd.env_remove("RUST_BACKTRACE")
+            .arg("-c")
+            .arg(format!("{script} && exec \"$0\" \"$@\""))
+            .arg(bin(tool));
+        Cmd {
+            cmd,
+            desc: format!("sh -c '{script}' {tool}"),
+            stdin: None,
+        }
+    }
+
     pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Cmd {
         self.desc.push(' ');
         self.desc.push_str(&a.as_ref().to_string_lossy());
