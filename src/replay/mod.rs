@@ -1329,6 +1329,20 @@ fn progress_bar(args: &Args) -> Option<indicatif::ProgressBar> {
 }
 
 /// The end-of-run line on stderr.
+/// A warning when the schedule was not kept: more than 1% of the requests,
+/// and at least 10, sent over 5 ms late with no --max-concurrency to explain
+/// it. A user would otherwise blame the server for the client's limits.
+fn lateness_warning(args: &Args, sent: u64, late: u64) -> Option<String> {
+    if args.max_concurrency.is_some() || late < 10 || late * 100 <= sent {
+        return None;
+    }
+    Some(format!(
+        "{late} of {sent} requests left more than 5ms late: this process could not keep \
+         the schedule, so the results say as much about it as about the server; split \
+         the trace over several processes with --shard"
+    ))
+}
+
 fn final_line(args: &Args, shared: &Shared, lag: &Dist, late: u64, elapsed_ms: Option<f64>) {
     if args.quiet && shared.output_closed.load(Ordering::SeqCst) {
         return;
@@ -1345,6 +1359,9 @@ fn final_line(args: &Args, shared: &Shared, lag: &Dist, late: u64, elapsed_ms: O
     );
     if let Some(ms) = elapsed_ms {
         line.push_str(&format!(" in {}", crate::duration::human(round_us(ms))));
+    }
+    if let Some(w) = lateness_warning(args, load(&c.sent), late) {
+        cli::warn(w);
     }
     if let Some(s) = lag.summary(&[50.0, 99.0]) {
         line.push_str(&format!(
@@ -1417,6 +1434,23 @@ fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lateness_is_warned_of_past_one_percent_unless_concurrency_is_capped() {
+        let open = Args::parse_from(["trace-replay", "--sim"]);
+        let capped = Args::parse_from(["trace-replay", "--sim", "--max-concurrency", "4"]);
+        assert_eq!(lateness_warning(&open, 1000, 10), None);
+        assert_eq!(lateness_warning(&open, 500, 9), None);
+        assert_eq!(lateness_warning(&capped, 1000, 500), None);
+        assert_eq!(
+            lateness_warning(&open, 1000, 11).as_deref(),
+            Some(
+                "11 of 1000 requests left more than 5ms late: this process could not keep the \
+                 schedule, so the results say as much about it as about the server; split the \
+                 trace over several processes with --shard"
+            )
+        );
+    }
 
     #[test]
     fn endpoint_urls() {

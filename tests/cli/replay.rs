@@ -279,6 +279,47 @@ fn running_out_of_files_fails_requests_with_the_reason_and_says_it_once() {
 }
 
 #[test]
+fn a_schedule_this_process_cannot_keep_is_warned_of() {
+    if open_files_hard_limit() < 8000 {
+        eprintln!("skipped: the hard limit on open files is below 8000");
+        return;
+    }
+    // 3000 requests due at the same instant, each on a new connection:
+    // one thread cannot open them all within 5 ms.
+    let sim = Sim::start(&["--ttft-ms", "1"]);
+    let input = text_trace(3000, 0, 1);
+    let run = replay(&["--no-stream", "--url", &sim.url], &input);
+    run.code(0);
+    by_index(&run, 3000);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    let (late, rest) = lines[0]
+        .strip_prefix("trace-replay: warning: ")
+        .and_then(|w| w.split_once(" of 3000 requests left more than 5ms late: "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(late.parse::<u64>().unwrap() > 30, "{late}");
+    assert_eq!(
+        rest,
+        "this process could not keep the schedule, so the results say as much about it as \
+         about the server; split the trace over several processes with --shard"
+    );
+    assert!(lines[1].starts_with("trace-replay: sent 3000, ok 3000,"));
+    // Waiting for a free slot is what --max-concurrency asks for.
+    let run = replay(
+        &[
+            "--no-stream",
+            "--max-concurrency",
+            "3000",
+            "--url",
+            &sim.url,
+        ],
+        &input,
+    );
+    run.code(0);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+}
+
+#[test]
 fn a_url_that_is_not_http_is_a_usage_error() {
     let run = replay(&["--url", "ftp://h/v1"], &text_trace(1, 1, 1));
     run.code(2);
