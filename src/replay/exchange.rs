@@ -3,10 +3,14 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use reqwest::StatusCode;
+use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 
 use super::answer::Answer;
+use super::plain::{Failure, Lease, Plain};
 use super::request::Prepared;
 use super::sse::SseParser;
 use crate::result::{ResultRecord, Status, round_us};
@@ -18,6 +22,8 @@ pub struct Target {
     pub url: reqwest::Url,
     pub headers: reqwest::header::HeaderMap,
     pub timeout: Option<Duration>,
+    /// Plain `http://` without --http2 goes this leaner way.
+    pub plain: Option<Plain>,
     /// The process's limit on open files, which caps connections in flight.
     pub open_files_limit: Option<u64>,
     /// A connection failed for lack of a free file: 0 no, 1 yes, 2 reported.
@@ -131,8 +137,25 @@ pub fn one_line(msg: &str) -> String {
 /// The failure of a request that never got a response, described without
 /// the URL's credentials (reqwest's text may hold the URL).
 fn describe(e: &reqwest::Error, target: &Target) -> String {
-    let mut parts = Vec::new();
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let kind = if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "response cut off"
+    } else {
+        "request failed"
+    };
+    describe_cause(kind, std::error::Error::source(e), target)
+}
+
+/// `kind: innermost cause`, on one line; running out of files says which
+/// limit (and is noted for the run's warning).
+fn describe_cause(
+    kind: &str,
+    cause: Option<&(dyn std::error::Error + 'static)>,
+    target: &Target,
+) -> String {
+    let mut root = None;
+    let mut source = cause;
     while let Some(s) = source {
         if out_of_files(s) {
             let _ =
@@ -147,17 +170,10 @@ fn describe(e: &reqwest::Error, target: &Target) -> String {
                  caps the connections in flight"
             );
         }
-        parts.push(s.to_string());
+        root = Some(s);
         source = s.source();
     }
-    let kind = if e.is_connect() {
-        "connection failed"
-    } else if e.is_body() || e.is_decode() {
-        "response cut off"
-    } else {
-        "request failed"
-    };
-    match parts.last() {
+    match root {
         Some(root) => one_line(&format!("{kind}: {root}")),
         None => kind.to_string(),
     }
@@ -205,37 +221,100 @@ fn stale_connection(e: &reqwest::Error) -> bool {
     false
 }
 
-async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measure) {
+/// An answer's body, read chunk by chunk, from either transport.
+enum Body<'a> {
+    Reqwest(reqwest::Response),
+    /// The lease goes back to the pool once the body has been read to its end.
+    Plain(hyper::body::Incoming, Option<Lease<'a>>),
+}
+
+impl Body<'_> {
+    async fn next(&mut self, target: &Target) -> Option<Result<Bytes, String>> {
+        match self {
+            Body::Reqwest(r) => r
+                .chunk()
+                .await
+                .transpose()
+                .map(|c| c.map_err(|e| describe(&e, target))),
+            Body::Plain(body, lease) => loop {
+                match body.frame().await {
+                    None => {
+                        if let Some(lease) = lease.take() {
+                            lease.release();
+                        }
+                        return None;
+                    }
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Some(Ok(data));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        return Some(Err(describe_cause("response cut off", Some(&e), target)));
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Send the request; its status, whether the answer is an event stream,
+/// and the body to read.
+async fn request<'a>(
+    target: &'a Target,
+    req: &Prepared,
+) -> Result<(StatusCode, bool, Body<'a>), String> {
+    let event_stream = |h: &HeaderMap| {
+        h.get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"))
+    };
+    if let Some(plain) = &target.plain {
+        return match plain.send(req.body.clone()).await {
+            Ok((resp, lease)) => Ok((
+                resp.status(),
+                event_stream(resp.headers()),
+                Body::Plain(resp.into_body(), Some(lease)),
+            )),
+            Err(Failure::Connect(e)) => Err(describe_cause("connection failed", Some(&e), target)),
+            Err(Failure::Request(e)) => Err(describe_cause("request failed", Some(&e), target)),
+        };
+    }
     let mut attempt = 0;
-    let response = loop {
+    loop {
         let r = target
             .client
             .post(target.url.clone())
             .headers(target.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(req.body.clone())
             .send()
             .await;
         match r {
-            Ok(resp) => break resp,
-            Err(e) if attempt == 0 && stale_connection(&e) => attempt += 1,
-            Err(e) => {
-                m.error = Some(describe(&e, target));
-                return;
+            Ok(resp) => {
+                return Ok((
+                    resp.status(),
+                    event_stream(resp.headers()),
+                    Body::Reqwest(resp),
+                ));
             }
+            Err(e) if attempt == 0 && stale_connection(&e) => attempt += 1,
+            Err(e) => return Err(describe(&e, target)),
+        }
+    }
+}
+
+async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measure) {
+    let (status, sse, mut body) = match request(target, req).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            m.error = Some(e);
+            return;
         }
     };
-    let status = response.status();
     m.http_status = Some(status.as_u16());
-    let sse = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let mut body = response.bytes_stream();
     let mut parser = SseParser::default();
     let mut whole = Vec::new();
-    while let Some(chunk) = body.next().await {
+    while let Some(chunk) = body.next(target).await {
         match chunk {
             Ok(bytes) => {
                 let at = ms_since(sent);
@@ -247,7 +326,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
             }
             Err(e) => {
                 m.e2e_ms = Some(ms_since(sent));
-                m.error = Some(describe(&e, target));
+                m.error = Some(e);
                 return;
             }
         }

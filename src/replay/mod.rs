@@ -15,6 +15,7 @@
 
 pub mod answer;
 pub mod exchange;
+mod plain;
 pub mod request;
 pub mod schedule;
 pub mod sse;
@@ -312,6 +313,9 @@ impl Shared {
     }
 }
 
+/// How long opening a connection may take before the request fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Run trace-replay.
 pub fn run(args: &Args) -> Result<Outcome> {
     let inputs = io::input_specs(&args.input.files)?;
@@ -353,7 +357,10 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .use_rustls_tls()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(usize::MAX)
-        .connect_timeout(Duration::from_secs(10));
+        .connect_timeout(CONNECT_TIMEOUT)
+        // A redirect would be a second request timed as one: it is an error
+        // result, the same as on the plain path.
+        .redirect(reqwest::redirect::Policy::none());
     if args.http2 {
         client = client.http2_prior_knowledge();
     }
@@ -362,6 +369,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
     let target = Arc::new(Target {
         client,
+        plain: if args.http2 {
+            None
+        } else {
+            plain::Plain::new(&url, &headers, CONNECT_TIMEOUT)
+        },
         url,
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
@@ -490,7 +502,7 @@ fn body_options(args: &Args) -> Result<BodyOptions> {
 
 /// `--header` flags and the API key.
 fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
-    use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+    use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
     for h in &args.headers {
         let bad = || Error::usage(format!("--header: `{h}` is not `Name: value`"));
@@ -510,6 +522,9 @@ fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
             value.set_sensitive(true);
             map.insert(AUTHORIZATION, value);
         }
+    }
+    if !map.contains_key(CONTENT_TYPE) {
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     Ok(map)
 }

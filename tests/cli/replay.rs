@@ -353,6 +353,8 @@ data: {usage}\n\ndata: [DONE]\n\n"
             "429 Too Many Requests",
             r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
         )
+    } else if body.contains("case-redirect") {
+        Answer::json("307 Temporary Redirect", "")
     } else if body.contains("case-cut") {
         Answer::cut_chunked("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
     } else if body.contains("case-nodone") {
@@ -387,6 +389,7 @@ fn scripted_answers_edge_cases_and_request_bodies() {
         "case-bad",
         "case-error-event",
         "case-nousage",
+        "case-redirect",
     ];
     let recs: Vec<Value> = cases
         .iter()
@@ -446,6 +449,8 @@ fn scripted_answers_edge_cases_and_request_bodies() {
             "malformed SSE event: {\"choices\":[{\"delta\"",
         ),
         (5, Some(200), "out of memory"),
+        // Redirects are not followed: that would time two requests as one.
+        (7, Some(307), "HTTP 307"),
     ];
     for (i, http, msg) in want_errors {
         let x = &r[&i];
@@ -474,6 +479,14 @@ fn scripted_answers_edge_cases_and_request_bodies() {
         "{head}"
     );
     assert!(head.contains("\r\nx-team: serving\r\n"), "{head}");
+    let host = server.url.strip_prefix("http://").unwrap();
+    assert!(head.contains(&format!("\r\nhost: {host}\r\n")), "{head}");
+    assert_eq!(
+        head.matches("\r\ncontent-type: application/json\r\n")
+            .count(),
+        1,
+        "{head}"
+    );
     let body: Value = serde_json::from_str(&first.body).unwrap();
     assert_eq!(
         body,
@@ -482,6 +495,32 @@ fn scripted_answers_edge_cases_and_request_bodies() {
                "stream_options": {"include_usage": true},
                "temperature": 0.5, "seed": 3, "top_k": 1})
     );
+}
+
+#[test]
+fn a_proxy_in_the_environment_is_used() {
+    // The scripted server plays the proxy: it gets the request in
+    // absolute form, for a host that does not exist.
+    let proxy = Scripted::start(scripted_answer);
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", "http://tracekit.invalid:9/v1"])
+        .env("http_proxy", &proxy.url)
+        .stdin(text_trace(2, 1, 2))
+        .run();
+    run.code(0);
+    for x in by_index(&run, 2).values() {
+        assert_eq!(x["status"], "ok", "{x}");
+    }
+    let seen = proxy.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for s in seen {
+        assert!(
+            s.head
+                .starts_with("POST http://tracekit.invalid:9/v1/chat/completions HTTP/1.1\r\n"),
+            "{}",
+            s.head
+        );
+    }
 }
 
 #[test]

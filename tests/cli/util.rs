@@ -131,10 +131,23 @@ pub struct Cmd {
     stdin: Option<Vec<u8>>,
 }
 
+const PROXY_VARS: [&str; 6] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+];
+
 impl Cmd {
     pub fn new(tool: &str) -> Cmd {
         let mut cmd = Command::new(bin(tool));
         cmd.env_remove("RUST_BACKTRACE");
+        // Replays go to loopback servers, never through a proxy.
+        for v in PROXY_VARS {
+            cmd.env_remove(v);
+        }
         Cmd {
             cmd,
             desc: tool.to_string(),
@@ -145,6 +158,9 @@ impl Cmd {
     /// The tool run by `sh` after `script` (say, a `ulimit`).
     pub fn after_sh(script: &str, tool: &str) -> Cmd {
         let mut cmd = Command::new("sh");
+        for v in PROXY_VARS {
+            cmd.env_remove(v);
+        }
         cmd.env_remove("RUST_BACKTRACE")
             .arg("-c")
             .arg(format!("{script} && exec \"$0\" \"$@\""))
