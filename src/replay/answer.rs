@@ -205,7 +205,8 @@ impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = Option<usize>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
-        d.deserialize_str(self)
+        // As bytes: a key that matches no name needs no UTF-8 check.
+        d.deserialize_bytes(self)
     }
 }
 
@@ -216,8 +217,12 @@ impl Visitor<'_> for KeySeed {
         f.write_str("a key")
     }
 
+    fn visit_bytes<E: de::Error>(self, key: &[u8]) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|n| n.as_bytes() == key))
+    }
+
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|n| *n == key))
+        self.visit_bytes(key.as_bytes())
     }
 }
 

@@ -25,7 +25,7 @@ impl SseParser {
                 }
             }
             // Whole runs of line content at a time, not byte by byte.
-            match bytes.iter().position(|&b| b == b'\r' || b == b'\n') {
+            match memchr::memchr2(b'\r', b'\n', bytes) {
                 Some(end) => {
                     self.line.extend_from_slice(&bytes[..end]);
                     self.after_cr = bytes[end] == b'\r';
@@ -55,7 +55,7 @@ impl SseParser {
         }
         let line = std::mem::take(&mut self.line);
         if line[0] != b':' {
-            let (field, value) = match line.iter().position(|&c| c == b':') {
+            let (field, value) = match memchr::memchr(b':', &line) {
                 Some(i) => {
                     let v = &line[i + 1..];
                     (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
