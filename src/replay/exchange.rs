@@ -10,7 +10,7 @@ use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 
 use super::answer::Answer;
-use super::plain::{Failure, Lease, Plain};
+use super::plain::{Failure, Lease, Plain, reset_or_broken};
 use super::request::Prepared;
 use super::sse::SseParser;
 use crate::result::{ResultRecord, Status, round_us};
@@ -208,17 +208,9 @@ fn stale_connection(e: &reqwest::Error) -> bool {
         {
             return true;
         }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-            ) {
-                return true;
-            }
-        }
         source = s.source();
     }
-    false
+    reset_or_broken(std::error::Error::source(e))
 }
 
 /// An answer's body, read chunk by chunk, from either transport.

@@ -77,7 +77,6 @@ impl Plain {
         if !headers.contains_key(header::HOST) {
             headers.insert(header::HOST, HeaderValue::from_str(&authority).ok()?);
         }
-
         Some(Plain {
             address,
             path: path.parse().ok()?,
@@ -177,12 +176,14 @@ impl Lease<'_> {
 /// A kept-alive connection the server had closed: nothing of the request
 /// was answered, and the server saw at most a request it never started.
 fn stale(e: &hyper::Error) -> bool {
-    if e.is_canceled() || e.is_incomplete_message() {
-        return true;
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+    e.is_canceled() || e.is_incomplete_message() || reset_or_broken(std::error::Error::source(e))
+}
+
+/// The connection was reset, or written to after the server closed it,
+/// somewhere along this chain of causes.
+pub fn reset_or_broken(mut cause: Option<&(dyn std::error::Error + 'static)>) -> bool {
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if matches!(
                 io.kind(),
                 std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
@@ -190,7 +191,7 @@ fn stale(e: &hyper::Error) -> bool {
                 return true;
             }
         }
-        source = s.source();
+        cause = e.source();
     }
     false
 }

@@ -498,6 +498,33 @@ fn scripted_answers_edge_cases_and_request_bodies() {
 }
 
 #[test]
+fn connections_closed_unannounced_are_never_errors_directly_or_through_a_proxy() {
+    fn answer(_: &str) -> Answer {
+        Answer::json_unannounced_close(
+            r#"{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+        )
+    }
+    let server = Scripted::start(answer);
+    // Sent one after another, each on the connection the server closed
+    // after the previous answer; the proxy run goes through reqwest.
+    let input = text_trace(30, 2, 1);
+    for proxy in [None, Some(server.url.as_str())] {
+        let mut cmd =
+            Cmd::new("trace-replay").args(["--quiet", "--no-stream", "--url", &server.url]);
+        if let Some(p) = proxy {
+            cmd = cmd.env("http_proxy", p);
+        }
+        let run = cmd.stdin(input.clone()).run();
+        run.code(0);
+        assert_eq!(
+            statuses(&by_index(&run, 30)),
+            BTreeMap::from([("ok".to_string(), 30)]),
+            "proxy {proxy:?}"
+        );
+    }
+}
+
+#[test]
 fn a_proxy_in_the_environment_is_used() {
     // The scripted server plays the proxy: it gets the request in
     // absolute form, for a host that does not exist.

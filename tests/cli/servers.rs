@@ -48,6 +48,8 @@ pub struct Answer {
     pub head: String,
     pub body: Vec<u8>,
     pub piece: usize,
+    /// After the answer, wait for the next request and close unanswered.
+    pub close_on_next: bool,
 }
 
 impl Answer {
@@ -58,6 +60,7 @@ impl Answer {
                 .into(),
             body: body.to_vec(),
             piece,
+            close_on_next: false,
         }
     }
 
@@ -70,6 +73,23 @@ impl Answer {
             ),
             body: body.as_bytes().to_vec(),
             piece: usize::MAX,
+            close_on_next: false,
+        }
+    }
+
+    /// A JSON answer that promises to keep the connection alive; the
+    /// server then reads the start of the next request on it and closes
+    /// it unanswered: the race a server that closes kept-alive connections
+    /// unannounced (llama.cpp's) runs with each next request.
+    pub fn json_unannounced_close(body: &str) -> Answer {
+        Answer {
+            head: format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            ),
+            body: body.as_bytes().to_vec(),
+            piece: usize::MAX,
+            close_on_next: true,
         }
     }
 
@@ -80,6 +100,7 @@ impl Answer {
             head: "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n".into(),
             body: format!("{chunk}400\r\ndata: {{\"choi").into_bytes(),
             piece: usize::MAX,
+            close_on_next: false,
         }
     }
 }
@@ -157,6 +178,9 @@ fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
         if answer.piece < 16 {
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+    if answer.close_on_next {
+        let _ = reader.fill_buf();
     }
     let _ = conn.shutdown(std::net::Shutdown::Both);
 }
