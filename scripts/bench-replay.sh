@@ -15,6 +15,9 @@
 #               then from 4 --shard processes sharing one --start-at
 #   aiperf      the stream1000 trace with AIPerf's fixed schedule (AIPerf
 #               is installed from PyPI into $WORK unless AIPERF names one)
+#   floor       the batch5000 schedule sent by scripts/floor-client.c, the
+#               least a client can do (no measuring, no results): the CPU
+#               the kernel's part of the work costs on this machine
 #
 # Both programs share this 2-core machine with the server; "server lateness"
 # is (arrival_k - arrival_0) - (due_k - due_0) with the k-th arrival matched
@@ -22,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"stream1000 batch5000 memory shards aiperf"}
+RUNS=${RUNS:-"stream1000 batch5000 memory shards floor aiperf"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
 mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
@@ -120,6 +123,17 @@ for run in $RUNS; do
       for k in 1 2 3 4; do echo "shard $k/4: $(tail -1 "$WORK/shard$k.err" | sed 's/^trace-replay: //')"; done
       stop_sim
       lateness "$WORK/shards.jsonl" "$WORK/shards.arrivals"
+      ;;
+    floor)
+      cc -O2 -o "$WORK/floor-client" scripts/floor-client.c
+      start_sim "$WORK/floor.arrivals"
+      /usr/bin/time -f "%e %U %S %M" -o "$WORK/floor.time" \
+        "$WORK/floor-client" "${URL##*:}" 5000 50000 > "$WORK/floor.out"
+      stop_sim
+      read -r wall user sys rss < "$WORK/floor.time"
+      python3 -c "
+n=50000; w=$wall; u=$user; s=$sys
+print(f'floor: $(cat "$WORK/floor.out") in {w} s wall; CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request')"
       ;;
     aiperf)
       # AIPerf from PyPI, in a virtualenv of its own. Its "builtin"
