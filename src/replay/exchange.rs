@@ -193,6 +193,10 @@ fn out_of_files(e: &(dyn std::error::Error + 'static)) -> bool {
     }
 }
 
+/// How many stale pooled connections the general client may meet in a row
+/// before the request counts as failed.
+const STALE_RETRIES: u32 = 16;
+
 /// A pooled connection the server had closed: nothing of the request
 /// reached it, so sending again is safe.
 fn stale_connection(e: &reqwest::Error) -> bool {
@@ -289,7 +293,9 @@ async fn request<'a>(
                     Body::Reqwest(resp),
                 ));
             }
-            Err(e) if attempt == 0 && stale_connection(&e) => attempt += 1,
+            // reqwest cannot be asked for a new connection, and the next
+            // pooled one may be just as stale: each try uses one up.
+            Err(e) if attempt < STALE_RETRIES && stale_connection(&e) => attempt += 1,
             Err(e) => return Err(describe(&e, target)),
         }
     }

@@ -516,11 +516,9 @@ fn connections_closed_unannounced_are_never_errors_directly_or_through_a_proxy()
         }
         let run = cmd.stdin(input.clone()).run();
         run.code(0);
-        assert_eq!(
-            statuses(&by_index(&run, 30)),
-            BTreeMap::from([("ok".to_string(), 30)]),
-            "proxy {proxy:?}"
-        );
+        let results = by_index(&run, 30);
+        let errors: Vec<&Value> = results.values().filter(|x| x["status"] != "ok").collect();
+        assert!(errors.is_empty(), "proxy {proxy:?}: {errors:?}");
     }
 }
 
