@@ -1343,7 +1343,6 @@ fn progress_bar(args: &Args) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// The end-of-run line on stderr.
 /// A warning when the schedule was not kept: more than 1% of the requests,
 /// and at least 10, sent over 5 ms late with no --max-concurrency to explain
 /// it. A user would otherwise blame the server for the client's limits.
@@ -1358,6 +1357,7 @@ fn lateness_warning(args: &Args, sent: u64, late: u64) -> Option<String> {
     ))
 }
 
+/// The end-of-run line on stderr, after the lateness warning if any.
 fn final_line(args: &Args, shared: &Shared, lag: &Dist, late: u64, elapsed_ms: Option<f64>) {
     if args.quiet && shared.output_closed.load(Ordering::SeqCst) {
         return;
