@@ -142,32 +142,29 @@ const PROXY_VARS: [&str; 6] = [
 
 impl Cmd {
     pub fn new(tool: &str) -> Cmd {
-        let mut cmd = Command::new(bin(tool));
-        cmd.env_remove("RUST_BACKTRACE");
-        // Replays go to loopback servers, never through a proxy.
-        for v in PROXY_VARS {
-            cmd.env_remove(v);
-        }
-        Cmd {
-            cmd,
-            desc: tool.to_string(),
-            stdin: None,
-        }
+        Cmd::hermetic(Command::new(bin(tool)), tool.to_string())
     }
 
     /// The tool run by `sh` after `script` (say, a `ulimit`).
     pub fn after_sh(script: &str, tool: &str) -> Cmd {
         let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("{script} && exec \"$0\" \"$@\""))
+            .arg(bin(tool));
+        Cmd::hermetic(cmd, format!("sh -c '{script}' {tool}"))
+    }
+
+    /// `cmd` without the environment that would change what a tool does
+    /// in a test: no backtraces, and replays go to loopback servers, never
+    /// through a proxy.
+    fn hermetic(mut cmd: Command, desc: String) -> Cmd {
+        cmd.env_remove("RUST_BACKTRACE");
         for v in PROXY_VARS {
             cmd.env_remove(v);
         }
-        cmd.env_remove("RUST_BACKTRACE")
-            .arg("-c")
-            .arg(format!("{script} && exec \"$0\" \"$@\""))
-            .arg(bin(tool));
         Cmd {
             cmd,
-            desc: format!("sh -c '{script}' {tool}"),
+            desc,
             stdin: None,
         }
     }
