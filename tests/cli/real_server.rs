@@ -206,11 +206,22 @@ fn chat_streams_have_timings_usage_and_a_constant_template_offset() {
         &["--url", &llama.url, "--ignore-eos"],
     );
     let results = run.json_lines();
+    // llama.cpp withholds a token that is part of a multi-byte character,
+    // so a very short answer may carry no content at all: no TTFT then.
+    let no_content = results.iter().filter(|r| r["ttft_ms"].is_null()).count();
+    assert!(
+        no_content <= results.len() / 10,
+        "{no_content} without content"
+    );
     let offsets: std::collections::BTreeSet<i64> = results
         .iter()
         .map(|r| {
             assert_eq!(r["status"], "ok", "{r}");
-            assert!(r["ttft_ms"].is_f64() && r["first_chunk_ms"].is_f64(), "{r}");
+            assert!(r["first_chunk_ms"].is_f64(), "{r}");
+            assert!(
+                r["ttft_ms"].is_f64() || r["itl_ms"].as_array().unwrap().is_empty(),
+                "{r}"
+            );
             let out = r["output_length"].as_u64().unwrap();
             assert_eq!(r["completion_tokens"], out, "{r}");
             assert!(
