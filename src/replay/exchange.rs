@@ -4,13 +4,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 
 use super::answer::Answer;
-use super::plain::{Failure, Lease, Plain, reset_or_broken};
+use super::plain::{BodyReader, Failure, Plain, reset_or_broken};
 use super::request::Prepared;
 use super::sse::SseParser;
 use crate::result::{ResultRecord, Status, round_us};
@@ -217,39 +216,28 @@ fn stale_connection(e: &reqwest::Error) -> bool {
     reset_or_broken(std::error::Error::source(e))
 }
 
-/// An answer's body, read chunk by chunk, from either transport.
+/// An answer's body, read piece by piece, from either transport.
 enum Body<'a> {
-    Reqwest(reqwest::Response),
-    /// The lease goes back to the pool once the body has been read to its end.
-    Plain(hyper::body::Incoming, Option<Lease<'a>>),
+    /// The response, and the last piece read from it.
+    Reqwest(reqwest::Response, Bytes),
+    Plain(BodyReader<'a>),
 }
 
 impl Body<'_> {
-    async fn next(&mut self, target: &Target) -> Option<Result<Bytes, String>> {
+    async fn next(&mut self, target: &Target) -> Option<Result<&[u8], String>> {
         match self {
-            Body::Reqwest(r) => r
-                .chunk()
-                .await
-                .transpose()
-                .map(|c| c.map_err(|e| describe(&e, target))),
-            Body::Plain(body, lease) => loop {
-                match body.frame().await {
-                    None => {
-                        if let Some(lease) = lease.take() {
-                            lease.release();
-                        }
-                        return None;
-                    }
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            return Some(Ok(data));
-                        }
-                    }
-                    Some(Err(e)) => {
-                        return Some(Err(describe_cause("response cut off", Some(&e), target)));
-                    }
+            Body::Reqwest(r, piece) => match r.chunk().await {
+                Ok(Some(bytes)) => {
+                    *piece = bytes;
+                    Some(Ok(&piece[..]))
                 }
+                Ok(None) => None,
+                Err(e) => Some(Err(describe(&e, target))),
             },
+            Body::Plain(reader) => reader
+                .next()
+                .await
+                .map(|r| r.map_err(|e| describe_cause("response cut off", Some(&e), target))),
         }
     }
 }
@@ -266,12 +254,14 @@ async fn request<'a>(
             .is_some_and(|v| v.starts_with("text/event-stream"))
     };
     if let Some(plain) = &target.plain {
-        return match plain.send(req.body.clone()).await {
-            Ok((resp, lease)) => Ok((
-                resp.status(),
-                event_stream(resp.headers()),
-                Body::Plain(resp.into_body(), Some(lease)),
-            )),
+        return match plain.send(&req.body).await {
+            Ok(answer) => match StatusCode::from_u16(answer.status) {
+                Ok(status) => Ok((status, answer.event_stream, Body::Plain(answer.body))),
+                Err(_) => Err(format!(
+                    "request failed: invalid HTTP status {}",
+                    answer.status
+                )),
+            },
             Err(Failure::Connect(e)) => Err(describe_cause("connection failed", Some(&e), target)),
             Err(Failure::Request(e)) => Err(describe_cause("request failed", Some(&e), target)),
         };
@@ -290,7 +280,7 @@ async fn request<'a>(
                 return Ok((
                     resp.status(),
                     event_stream(resp.headers()),
-                    Body::Reqwest(resp),
+                    Body::Reqwest(resp, Bytes::new()),
                 ));
             }
             // reqwest cannot be asked for a new connection, and the next
@@ -317,9 +307,9 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
             Ok(bytes) => {
                 let at = ms_since(sent);
                 if sse && status.is_success() {
-                    parser.feed(&bytes, |d| m.take_event(d, at));
+                    parser.feed(bytes, |d| m.take_event(d, at));
                 } else {
-                    whole.extend_from_slice(&bytes);
+                    whole.extend_from_slice(bytes);
                 }
             }
             Err(e) => {

@@ -355,6 +355,27 @@ data: {usage}\n\ndata: [DONE]\n\n"
         )
     } else if body.contains("case-redirect") {
         Answer::json("307 Temporary Redirect", "")
+    } else if body.contains("case-continue") {
+        // An interim 100 head first; then chunks with an extension and a
+        // trailer, byte by byte.
+        let events = [
+            "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n".to_string(),
+            "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n".to_string(),
+            format!("data: {usage}\n\ndata: [DONE]\n\n"),
+        ];
+        let mut body: String = events
+            .iter()
+            .map(|e| format!("{:X};x=1\r\n{e}\r\n", e.len()))
+            .collect();
+        body.push_str("0\r\nx-trailer: done\r\n\r\n");
+        Answer {
+            head: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\
+                   content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                .into(),
+            body: body.into_bytes(),
+            piece: 1,
+            close_on_next: false,
+        }
     } else if body.contains("case-cut") {
         Answer::cut_chunked("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
     } else if body.contains("case-nodone") {
@@ -390,6 +411,7 @@ fn scripted_answers_edge_cases_and_request_bodies() {
         "case-error-event",
         "case-nousage",
         "case-redirect",
+        "case-continue",
     ];
     let recs: Vec<Value> = cases
         .iter()
@@ -458,6 +480,17 @@ fn scripted_answers_edge_cases_and_request_bodies() {
         assert_eq!(x["http_status"].as_u64(), http.map(u64::from), "{x}");
         assert!(x["error"].as_str().unwrap().starts_with(msg), "{x}");
     }
+    let continued = &r[&8];
+    assert_eq!(
+        (
+            &continued["status"],
+            &continued["http_status"],
+            &continued["completion_tokens"]
+        ),
+        (&json!("ok"), &json!(200), &json!(3)),
+        "{continued}"
+    );
+    assert_eq!(continued["itl_ms"].as_array().unwrap().len(), 1);
     let nousage = &r[&6];
     assert_eq!(nousage["status"], "ok", "{nousage}");
     assert_eq!(nousage["completion_tokens"], Value::Null);
