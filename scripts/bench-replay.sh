@@ -18,6 +18,8 @@
 #   floor       the batch5000 schedule sent by scripts/floor-client.c, the
 #               least a client can do (no measuring, no results): the CPU
 #               the kernel's part of the work costs on this machine
+#   floorstream the stream1000 schedule sent the same way, each streamed
+#               answer read to its end
 #
 # Both programs share this 2-core machine with the server; "server lateness"
 # is (arrival_k - arrival_0) - (due_k - due_0) with the k-th arrival matched
@@ -25,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"stream1000 batch5000 memory shards floor aiperf"}
+RUNS=${RUNS:-"stream1000 batch5000 memory shards floor floorstream aiperf"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
 mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
@@ -124,16 +126,18 @@ for run in $RUNS; do
       stop_sim
       lateness "$WORK/shards.jsonl" "$WORK/shards.arrivals"
       ;;
-    floor)
+    floor|floorstream)
+      # floor: the batch5000 schedule; floorstream: the stream1000 one.
       cc -O2 -o "$WORK/floor-client" scripts/floor-client.c
-      start_sim "$WORK/floor.arrivals"
-      /usr/bin/time -f "%e %U %S %M" -o "$WORK/floor.time" \
-        "$WORK/floor-client" "${URL##*:}" 5000 50000 > "$WORK/floor.out"
+      if [ "$run" = floor ]; then set -- 5000 50000; else set -- 1000 30000 stream; fi
+      start_sim "$WORK/$run.arrivals"
+      /usr/bin/time -f "%e %U %S %M" -o "$WORK/$run.time" \
+        "$WORK/floor-client" "${URL##*:}" "$@" > "$WORK/$run.out"
       stop_sim
-      read -r wall user sys rss < "$WORK/floor.time"
+      read -r wall user sys rss < "$WORK/$run.time"
       python3 -c "
-n=50000; w=$wall; u=$user; s=$sys
-print(f'floor: $(cat "$WORK/floor.out") in {w} s wall; CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request')"
+n=$2; w=$wall; u=$user; s=$sys
+print(f'$run: $(cat "$WORK/$run.out") in {w} s wall; CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request')"
       ;;
     aiperf)
       # AIPerf from PyPI, in a virtualenv of its own. Its "builtin"

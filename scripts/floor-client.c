@@ -7,6 +7,7 @@
  *
  *   cc -O2 -o floor-client scripts/floor-client.c
  *   floor-client PORT RATE N        # N requests at RATE per second
+ *   floor-client PORT RATE N stream # streamed answers, read to their end
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
@@ -38,6 +39,7 @@ static int nconn;
 static struct sockaddr_in addr;
 static char request[1024];
 static size_t request_len;
+static int streaming;
 
 static void die(const char *what) {
     perror(what);
@@ -67,9 +69,12 @@ static struct conn *idle_conn(int ep) {
     return c;
 }
 
-/* The response in c->buf is complete: headers and Content-Length bytes. */
+/* The response in c->buf is complete: headers and Content-Length bytes,
+ * or, streamed, up to the last chunk of a chunked body. */
 static int complete(struct conn *c) {
     c->buf[c->got] = 0;
+    if (streaming)
+        return c->got >= 7 && memcmp(c->buf + c->got - 7, "\r\n0\r\n\r\n", 7) == 0;
     char *end = strstr(c->buf, "\r\n\r\n");
     if (!end)
         return 0;
@@ -83,18 +88,23 @@ static int complete(struct conn *c) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: floor-client PORT RATE N\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "stream") == 0)) {
+        fprintf(stderr, "usage: floor-client PORT RATE N [stream]\n");
         return 2;
     }
+    streaming = argc == 5;
     int port = atoi(argv[1]);
     double rate = atof(argv[2]);
     long n = atol(argv[3]);
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const char *body = "{\"model\":\"sim\",\"messages\":[{\"role\":\"user\",\"content\":"
-                       "\"request 1 says hello\"}],\"max_tokens\":16,\"stream\":false}";
+    const char *body = streaming
+                           ? "{\"model\":\"sim\",\"messages\":[{\"role\":\"user\",\"content\":"
+                             "\"request 1 says hello\"}],\"max_tokens\":16,\"stream\":true,"
+                             "\"stream_options\":{\"include_usage\":true}}"
+                           : "{\"model\":\"sim\",\"messages\":[{\"role\":\"user\",\"content\":"
+                             "\"request 1 says hello\"}],\"max_tokens\":16,\"stream\":false}";
     request_len = snprintf(request, sizeof request,
                            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n"
                            "content-type: application/json\r\ncontent-length: %zu\r\n\r\n%s",
@@ -140,6 +150,11 @@ int main(int argc, char **argv) {
             if (evs[i].data.u32 == UINT32_MAX)
                 continue; /* the timer: the send loop above checks the clock */
             struct conn *c = &conns[evs[i].data.u32];
+            if (c->got > BUF / 2) {
+                /* Streamed: only the end matters. */
+                memmove(c->buf, c->buf + c->got - 16, 16);
+                c->got = 16;
+            }
             ssize_t r = read(c->fd, c->buf + c->got, BUF - 1 - c->got);
             if (r <= 0) {
                 fprintf(stderr, "floor-client: the server closed a connection\n");
