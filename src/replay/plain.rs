@@ -266,15 +266,12 @@ impl Conn {
         }
     }
 
-    /// Read what has arrived, after the unread bytes.
+    /// Read what has arrived, after the unread bytes. Those are moved to
+    /// the front first (at most an unfinished head or line), so that a long
+    /// answer never grows the buffer.
     async fn fill(&mut self) -> io::Result<usize> {
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-        } else if self.pos > 0 && self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
+        self.buf.drain(..self.pos);
+        self.pos = 0;
         self.buf.reserve(READ_SIZE);
         self.stream.read_buf(&mut self.buf).await
     }
@@ -660,6 +657,59 @@ mod tests {
         assert_eq!((body.as_slice(), ended), (&b"hello"[..], false));
         let (body, ended) = decode(Framing::UntilClose, b"hello", &[2]).unwrap();
         assert_eq!((body.as_slice(), ended), (&b"hello"[..], false));
+    }
+
+    /// A long chunked answer whose chunk-size lines arrive cut in two
+    /// leaves a few unread bytes after many reads: the buffer must not
+    /// grow with the answer.
+    #[test]
+    fn a_long_answer_keeps_the_read_buffer_small() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            let _ = s.read(&mut [0; 4096]).unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .unwrap();
+            let piece = [b'x'; 1000];
+            for _ in 0..400 {
+                s.write_all(b"3e8\r\n").unwrap();
+                s.write_all(&piece).unwrap();
+                s.write_all(b"\r\n3").unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+                s.write_all(b"e8\r\n").unwrap();
+                s.write_all(&piece).unwrap();
+                s.write_all(b"\r\n").unwrap();
+            }
+            s.write_all(b"0\r\n\r\n").unwrap();
+            // Keep the connection open until the client is done.
+            let _ = s.read(&mut [0; 1]);
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap();
+            let plain = Plain::new(&url, &HeaderMap::new(), Duration::from_secs(5)).unwrap();
+            let mut answer = plain.send(b"{}").await.map_err(|_| ()).unwrap();
+            let mut got = 0;
+            while let Some(piece) = answer.body.next().await {
+                got += piece.unwrap().len();
+            }
+            assert_eq!(got, 800_000);
+            let idle = plain.idle.lock().unwrap();
+            assert_eq!(idle.len(), 1);
+            assert!(
+                idle[0].buf.capacity() <= 2 * READ_SIZE,
+                "{}",
+                idle[0].buf.capacity()
+            );
+        });
+        drop(rt);
+        server.join().unwrap();
     }
 
     fn head(text: &str) -> Head {
