@@ -782,8 +782,8 @@ mod tests {
         (error, choices, usage)
     }
 
-    fn read(text: &str) -> Seen {
-        let a = Answer::parse(text.as_bytes()).unwrap();
+    /// What an answer holds, in the form `by_lookup` gives.
+    fn seen(a: Answer) -> Seen {
         let choices = a.choices.map(|cs| {
             cs.iter()
                 .map(|c| {
@@ -798,6 +798,10 @@ mod tests {
             .usage
             .map(|u| [u.prompt_tokens, u.completion_tokens, u.cached_tokens]);
         (a.error, choices, usage)
+    }
+
+    fn read(text: &str) -> Seen {
+        seen(Answer::parse(text.as_bytes()).unwrap())
     }
 
     #[test]
@@ -836,23 +840,6 @@ mod tests {
             let v: Value = serde_json::from_str(text).unwrap();
             assert_eq!(read(text), by_lookup(&v), "{text}");
         }
-    }
-
-    fn seen(a: Answer) -> Seen {
-        let choices = a.choices.map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    (
-                        c.has_content(),
-                        c.finish_reason.as_ref().map(|f| f.to_string()),
-                    )
-                })
-                .collect()
-        });
-        let usage = a
-            .usage
-            .map(|u| [u.prompt_tokens, u.completion_tokens, u.cached_tokens]);
-        (a.error, choices, usage)
     }
 
     const SHAPES: [&str; 5] = [
