@@ -9,7 +9,7 @@
 //! `httparse` and decodes its body as it arrives. `https://`, `--http2` and
 //! proxies go through reqwest.
 
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -211,8 +211,8 @@ impl Conn {
         };
         self.out.clear();
         self.out.extend_from_slice(head);
-        self.out
-            .extend_from_slice(body.len().to_string().as_bytes());
+        // Into the buffer itself: no string is made for the length.
+        let _ = write!(self.out, "{}", body.len());
         self.out.extend_from_slice(b"\r\n\r\n");
         self.out.extend_from_slice(body);
         self.stream
