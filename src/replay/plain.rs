@@ -196,6 +196,14 @@ impl Plain {
     }
 }
 
+/// How the writing of a request ended.
+enum Written {
+    Whole,
+    /// Cut short: the server's answer began first, or the server closed
+    /// the connection (the error), which may still hold its answer.
+    Partly(Option<io::Error>),
+}
+
 /// A failed exchange, and whether any of an answer had come back.
 struct ExchangeError {
     error: io::Error,
@@ -215,18 +223,20 @@ impl Conn {
         let _ = write!(self.out, "{}", body.len());
         self.out.extend_from_slice(b"\r\n\r\n");
         self.out.extend_from_slice(body);
-        self.stream
-            .write_all(&self.out)
-            .await
-            .map_err(nothing_back)?;
+        let (whole, mut write_error) = match self.write_request().await.map_err(nothing_back)? {
+            Written::Whole => (true, None),
+            Written::Partly(error) => (false, error),
+        };
         loop {
             match parse_head(&self.buf[self.pos..]) {
-                Ok(Some((head, len))) => {
+                Ok(Some((mut head, len))) => {
                     self.pos += len;
-                    if (100..200).contains(&head.status) && head.status != 101 {
-                        // 100 Continue, 103 Early Hints: the answer follows.
+                    if is_interim(head.status) {
                         continue;
                     }
+                    // The rest of a request cut short would be read as
+                    // the next one.
+                    head.keep_alive &= whole;
                     return Ok(head);
                 }
                 Ok(None) if self.buf.len() - self.pos > MAX_HEAD => {
@@ -244,24 +254,50 @@ impl Conn {
                 }
             }
             let got_some = self.buf.len() > self.pos;
-            match self.fill().await {
-                Ok(0) => {
-                    let error = io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "connection closed before the response head was complete",
-                    );
-                    return Err(ExchangeError {
-                        error,
-                        nothing_back: !got_some,
-                    });
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    return Err(ExchangeError {
-                        error,
-                        nothing_back: !got_some,
-                    });
-                }
+            let error = match self.fill().await {
+                Ok(0) => io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "connection closed before the response head was complete",
+                ),
+                Ok(_) => continue,
+                Err(error) => error,
+            };
+            return Err(ExchangeError {
+                // No answer after all: the write's error is the reason.
+                error: write_error.take().unwrap_or(error),
+                nothing_back: !got_some,
+            });
+        }
+    }
+
+    /// Write the request, reading what comes back meanwhile. A server may
+    /// answer before it has read the whole request (an early 413): it
+    /// then stops reading, or closes the connection, which fails the
+    /// write. Its answer says more than the write's error or a timeout.
+    async fn write_request(&mut self) -> io::Result<Written> {
+        let (mut reader, mut writer) = self.stream.split();
+        let write = writer.write_all(&self.out);
+        tokio::pin!(write);
+        let mut reading = true;
+        self.buf.reserve(READ_SIZE);
+        loop {
+            tokio::select! {
+                biased;
+                written = &mut write => return match written {
+                    Ok(()) => Ok(Written::Whole),
+                    Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
+                        Ok(Written::Partly(Some(e)))
+                    }
+                    Err(e) => Err(e),
+                },
+                read = reader.read_buf(&mut self.buf), if reading => match read {
+                    Ok(_) if final_answer_begun(&self.buf[self.pos..]) => {
+                        return Ok(Written::Partly(None));
+                    }
+                    Ok(n) => reading = n > 0,
+                    // Reset: the write fails too, and says so.
+                    Err(_) => reading = false,
+                },
             }
         }
     }
@@ -564,6 +600,23 @@ fn parse_head(bytes: &[u8]) -> io::Result<Option<(Head, usize)>> {
         },
         len,
     )))
+}
+
+/// 100 Continue, 103 Early Hints: heads the final answer follows.
+fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
+/// Whether `bytes` hold the start of a final answer, after any interim
+/// heads: a whole head, or one too long or malformed to ever be one.
+fn final_answer_begun(mut bytes: &[u8]) -> bool {
+    loop {
+        match parse_head(bytes) {
+            Ok(Some((head, len))) if is_interim(head.status) => bytes = &bytes[len..],
+            Ok(None) => return bytes.len() > MAX_HEAD,
+            _ => return true,
+        }
+    }
 }
 
 fn invalid(msg: &str) -> io::Error {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::servers::{Answer, Scripted, Sim};
+use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim};
 use crate::util::{Cmd, Run, TestDir, bin};
 
 fn trace(records: &[Value]) -> String {
@@ -552,6 +552,50 @@ fn connections_closed_unannounced_are_never_errors_directly_or_through_a_proxy()
         let results = by_index(&run, 30);
         let errors: Vec<&Value> = results.values().filter(|x| x["status"] != "ok").collect();
         assert!(errors.is_empty(), "proxy {proxy:?}: {errors:?}");
+    }
+}
+
+#[test]
+fn an_answer_sent_before_the_body_was_read_is_the_result() {
+    // The server answers 413 after the head, and closes with most of the
+    // 16 MB body unread, which fails the write, or keeps the connection
+    // open unread, which stalls it. The result still gives the server's
+    // answer, directly and through reqwest (a proxy).
+    let server = Scripted::start(scripted_answer);
+    let prompt = "x".repeat(16 * BODY_LIMIT);
+    let input = trace(&[
+        json!({"timestamp": 0, "text_input": prompt, "output_length": 1}),
+        json!({"timestamp": 1, "text_input": "case-nousage", "output_length": 1}),
+    ]);
+    for proxy in [None, Some(server.url.as_str())] {
+        for open in ["close", "keep-open"] {
+            let mut cmd = Cmd::new("trace-replay").args([
+                "--quiet",
+                "--timeout",
+                "20s",
+                "--url",
+                &server.url,
+                "--header",
+                &format!("x-early: {open}"),
+            ]);
+            if let Some(p) = proxy {
+                cmd = cmd.env("http_proxy", p);
+            }
+            let run = cmd.stdin(input.clone()).run();
+            run.code(0);
+            let r = by_index(&run, 2);
+            let early = &r[&0];
+            assert_eq!(
+                (&early["status"], &early["http_status"], &early["error"]),
+                (
+                    &json!("error"),
+                    &json!(413),
+                    &json!("HTTP 413: request body too large")
+                ),
+                "proxy {proxy:?}, {open}"
+            );
+            assert_eq!(r[&1]["status"], "ok", "proxy {proxy:?}: {}", r[&1]);
+        }
     }
 }
 

@@ -105,6 +105,9 @@ impl Answer {
     }
 }
 
+/// Larger request bodies get an early 413, as from a server with a limit.
+pub const BODY_LIMIT: usize = 1 << 20;
+
 /// A request as the scripted server saw it.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -158,6 +161,30 @@ fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
                 .then(|| v.trim().parse::<usize>().ok())?
         })
         .unwrap_or(0);
+    if length > BODY_LIMIT {
+        // Answered before the body is read, and closed with the body
+        // unread: the client's write then fails with a reset. With
+        // `x-early: keep-open`, kept open unread instead: the client's
+        // write then stalls.
+        let answer = Answer::json(
+            "413 Payload Too Large",
+            r#"{"error":{"message":"request body too large","type":"invalid_request_error"}}"#,
+        );
+        let mut conn = conn;
+        let _ = conn.write_all(answer.head.as_bytes());
+        let _ = conn.write_all(&answer.body);
+        if head
+            .to_ascii_lowercase()
+            .contains("\r\nx-early: keep-open\r\n")
+        {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        log.lock().unwrap().push(Seen {
+            head,
+            body: String::new(),
+        });
+        return;
+    }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let body = String::from_utf8(body).unwrap();
