@@ -20,6 +20,9 @@
 #               the kernel's part of the work costs on this machine
 #   floorstream the stream1000 schedule sent the same way, each streamed
 #               answer read to its end
+#   callgrind   instructions in user space per request, under valgrind's
+#               callgrind, for 1,500 requests at 500/s without streaming
+#               and with 16 chunks: repeatable, unlike CPU time on a VM
 #
 # Both programs share this 2-core machine with the server; "server lateness"
 # is (arrival_k - arrival_0) - (due_k - due_0) with the k-th arrival matched
@@ -27,11 +30,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"stream1000 batch5000 memory shards floor floorstream aiperf"}
+RUNS=${RUNS:-"stream1000 batch5000 memory shards floor floorstream callgrind aiperf"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
 mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
-BIN=$PWD/target/release
+# BIN_DIR names other builds to compare (A/B runs).
+BIN=${BIN_DIR:-$PWD/target/release}
 
 # A trace of N records at RATE per second: short prompts, OUT tokens each.
 make_trace() { # N RATE OUT FILE
@@ -140,6 +144,24 @@ for run in $RUNS; do
 n=$2; w=$wall; u=$user; s=$sys
 print(f'$run: $(cat "$WORK/$run.out") in {w} s wall; CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request')
 print(f'{(u+s)/n*1e6:.1f}', file=open('$WORK/$run.cpu', 'w'))"
+      ;;
+    callgrind)
+      make_trace 1500 500 16 "$WORK/callgrind.jsonl"
+      for mode in --no-stream --stream; do
+        start_sim /dev/null
+        args=(--quiet --url "$URL")
+        [ "$mode" = --no-stream ] && args+=(--no-stream)
+        valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind$mode.out" \
+          "$BIN/trace-replay" "${args[@]}" "$WORK/callgrind.jsonl" \
+          > "$WORK/callgrind$mode.ndjson" 2> "$WORK/callgrind$mode.err"
+        stop_sim
+        python3 - "$WORK/callgrind$mode.out" "$mode" <<'PY'
+import sys
+total = next(int(l.split()[1]) for l in open(sys.argv[1]) if l.startswith("summary:"))
+print(f"callgrind {sys.argv[2]}: {total / 1500 / 1000:.1f} k instructions per request")
+PY
+        grep -c '"status":"ok"' "$WORK/callgrind$mode.ndjson" | sed 's/^/  ok results: /'
+      done
       ;;
     aiperf)
       # AIPerf from PyPI, in a virtualenv of its own. Its "builtin"
