@@ -295,6 +295,8 @@ struct Shared {
     /// The progress bar, on a terminal.
     bar: Option<indicatif::ProgressBar>,
     control: tokio::sync::mpsc::UnboundedSender<Control>,
+    /// Wakes the dispatcher when it is not listening to `control`.
+    stop_signal: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -309,6 +311,7 @@ impl Shared {
     fn stop(&self) {
         if !self.stopping.swap(true, Ordering::SeqCst) {
             let _ = self.control.send(Control::Stop);
+            self.stop_signal.notify_one();
         }
     }
 }
@@ -394,6 +397,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         output_closed: AtomicBool::new(false),
         cancel,
         control: control_tx,
+        stop_signal: tokio::sync::Notify::new(),
         bar: progress_bar(args),
     });
     if let Some(limit) = args.limit {
@@ -716,6 +720,7 @@ enum Woken {
     Control(Option<Control>),
     Records(Option<Vec<Read>>),
     Timer,
+    Stop,
 }
 
 /// The dispatcher: owns the schedule, sends requests when due. It runs on
@@ -791,7 +796,10 @@ impl Dispatcher<'_> {
             if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
                 self.stop_reading(&mut schedule);
             }
-            let want_records = !self.reader_done && schedule.queued() < READ_AHEAD;
+            // Records wake the dispatcher only once half the read-ahead is
+            // used: until then the top of this loop takes what the reader
+            // has sent, at wakeups that happen anyway.
+            let want_records = !self.reader_done && schedule.queued() < READ_AHEAD / 2;
             match schedule.next_due() {
                 Some(due) if duration.is_some_and(|d| due >= d) => {
                     self.stop_reading(&mut schedule);
@@ -799,9 +807,13 @@ impl Dispatcher<'_> {
                 Some(due) => {
                     let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
                     if due_at > Instant::now() + SPIN {
-                        // Completions wake the wait too: one may make a
-                        // session turn due sooner.
-                        let woken = self.wait(Until::Precise(due_at - SPIN), want_records).await;
+                        // Completions wake the wait only when one may make
+                        // a request due sooner (a session turn, a cap);
+                        // otherwise they are counted at the next wake, and
+                        // a request costs one wakeup fewer.
+                        let until = Until::Precise(due_at - SPIN);
+                        let completions = schedule.waits_on_completions();
+                        let woken = self.wait(until, want_records, completions).await;
                         self.on_wake(woken, &mut schedule);
                         continue;
                     }
@@ -826,7 +838,7 @@ impl Dispatcher<'_> {
                     // Waiting for completions (sessions, a concurrency
                     // cap) or for the reader.
                     let until = Until::About(Duration::from_millis(100));
-                    let woken = self.wait(until, want_records).await;
+                    let woken = self.wait(until, want_records, true).await;
                     self.on_wake(woken, &mut schedule);
                 }
             }
@@ -860,19 +872,21 @@ impl Dispatcher<'_> {
         Ok(())
     }
 
-    /// Wait for a completion or a stop, a batch of records (when wanted),
-    /// or the time given.
-    async fn wait(&mut self, until: Until, want_records: bool) -> Woken {
+    /// Wait for a stop, a completion (when wanted), a batch of records
+    /// (when wanted), or the time given.
+    async fn wait(&mut self, until: Until, want_records: bool, want_completions: bool) -> Woken {
         let Dispatcher {
             control,
             records,
             timer,
+            shared,
             ..
         } = self;
         let records = records.as_mut().filter(|_| want_records);
         tokio::select! {
             biased;
-            c = control.recv() => Woken::Control(c),
+            c = control.recv(), if want_completions => Woken::Control(c),
+            () = shared.stop_signal.notified(), if !want_completions => Woken::Stop,
             r = async {
                 match records {
                     Some(rx) => rx.recv().await,
@@ -892,7 +906,7 @@ impl Dispatcher<'_> {
         match woken {
             Woken::Control(Some(c)) => self.handle(c, schedule),
             // The senders live in `Shared`, which outlives the dispatcher.
-            Woken::Control(None) | Woken::Timer => {}
+            Woken::Control(None) | Woken::Timer | Woken::Stop => {}
             Woken::Records(Some(batch)) => self.unread.extend(batch),
             Woken::Records(None) => self.reader_done = true,
         }

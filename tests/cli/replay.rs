@@ -770,8 +770,8 @@ fn bad_records_stop_the_run_before_it_starts() {
 }
 
 /// Spawn trace-replay writing to a file, with a slow trace.
-fn slow_replay(dir: &TestDir, n: usize) -> std::process::Child {
-    dir.write("slow.jsonl", text_trace(n, 100, 2));
+fn slow_replay(dir: &TestDir, n: usize, gap_ms: u64) -> std::process::Child {
+    dir.write("slow.jsonl", text_trace(n, gap_ms, 2));
     Command::new(bin("trace-replay"))
         .current_dir(&dir.path)
         .args([
@@ -792,7 +792,7 @@ fn slow_replay(dir: &TestDir, n: usize) -> std::process::Child {
 #[test]
 fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
     let dir = TestDir::new("replay-sigint");
-    let child = slow_replay(&dir, 100);
+    let child = slow_replay(&dir, 100, 100);
     // Wait for a few results, then interrupt.
     for _ in 0..200 {
         let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap_or_default();
@@ -826,6 +826,43 @@ fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
     for x in r.values().filter(|x| x["status"] == "cancelled") {
         assert!(x["error"].as_str().unwrap().contains("stopped"), "{x}");
     }
+}
+
+#[test]
+fn ctrl_c_between_two_distant_requests_stops_before_the_second_is_due() {
+    // The dispatcher sleeps until the second request is due, two minutes
+    // on, and does not listen for completions meanwhile: Ctrl-C must
+    // still wake it.
+    let dir = TestDir::new("replay-sigint-gap");
+    let child = slow_replay(&dir, 2, 120_000);
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap_or_default();
+        if text.lines().count() >= 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let run = Run {
+        desc: "trace-replay".into(),
+        code: 130,
+        stdout: std::fs::read(dir.join("out.ndjson")).unwrap(),
+        stderr: String::new(),
+    };
+    let r = by_index(&run, 2);
+    assert_eq!(r[&0]["status"], "ok", "{}", r[&0]);
+    let second = &r[&1];
+    assert_eq!(second["status"], "cancelled", "{second}");
+    assert!(
+        ms(&second["sent_ms"]) < ms(&second["scheduled_ms"]),
+        "stopped only when it was due: {second}"
+    );
 }
 
 #[test]
