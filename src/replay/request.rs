@@ -1,6 +1,9 @@
 //! Request bodies from trace records.
 
-use serde_json::{Map, Value, json};
+use std::io::Write;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 use crate::record::{self, Record};
@@ -117,10 +120,6 @@ pub fn prepare(
             ..base
         });
     }
-    let mut body = Map::new();
-    if let Some(m) = &model {
-        body.insert("model".into(), json!(m));
-    }
     let text: Option<String> = match rec.text_input()? {
         Some(t) => Some(t.into_owned()),
         None if crate::synth::needs_prompt(rec) => {
@@ -129,87 +128,195 @@ pub fn prepare(
         }
         None => None,
     };
-    let messages = rec
-        .get("messages")
-        .map(|m| serde_json::from_str::<Value>(m.get()))
-        .transpose()
-        .map_err(|_| FieldError::new("messages", "is not valid JSON"))?;
+    let messages = rec.get("messages");
     let token_ids = rec
         .get("prompt_token_ids")
         .map(|ids| record::integer_array("prompt_token_ids", ids))
         .transpose()?;
-    match opts.endpoint {
-        Endpoint::Chat => {
-            if let Some(m) = messages {
-                body.insert("messages".into(), m);
-            } else if let Some(t) = text {
-                body.insert("messages".into(), json!([{"role": "user", "content": t}]));
-            } else if token_ids.is_some() {
+    let (prompt_key, prompt) = match opts.endpoint {
+        Endpoint::Chat => match (messages, &text) {
+            (Some(m), _) => ("messages", Prompt::Raw(m)),
+            (None, Some(t)) => ("messages", Prompt::UserMessage(t)),
+            (None, None) if token_ids.is_some() => {
                 return Err(FieldError::new(
                     "prompt_token_ids",
                     "token ids need --endpoint completions",
                 )
                 .into());
-            } else {
+            }
+            (None, None) => {
                 return Err(
                     FieldError::new("input_length", "missing: the record has no prompt").into(),
                 );
             }
-            if let Some(tools) = rec.get("tools") {
-                let tools: Value = serde_json::from_str(tools.get())
-                    .map_err(|_| FieldError::new("tools", "is not valid JSON"))?;
-                body.insert("tools".into(), tools);
-            }
-        }
-        Endpoint::Completions => {
-            if let Some(ids) = token_ids {
-                body.insert("prompt".into(), json!(ids));
-            } else if let Some(t) = text {
-                body.insert("prompt".into(), json!(t));
-            } else if messages.is_some() {
+        },
+        Endpoint::Completions => match (&token_ids, &text) {
+            (Some(ids), _) => ("prompt", Prompt::TokenIds(ids)),
+            (None, Some(t)) => ("prompt", Prompt::Text(t)),
+            (None, None) if messages.is_some() => {
                 return Err(FieldError::new(
                     "messages",
                     "a conversation needs --endpoint chat (the completions API takes a prompt)",
                 )
                 .into());
-            } else {
+            }
+            (None, None) => {
                 return Err(
                     FieldError::new("input_length", "missing: the record has no prompt").into(),
                 );
             }
-        }
+        },
+    };
+    let tools = rec.get("tools").filter(|_| opts.endpoint == Endpoint::Chat);
+    let record_extra: Map<String, Value> = match rec.get("extra") {
+        Some(extra) => serde_json::from_str(extra.get())
+            .map_err(|_| FieldError::new("extra", "is not a JSON object"))?,
+        None => Map::new(),
+    };
+    let mut body = BodyWriter::new([&record_extra, &opts.extra]);
+    if let Some(m) = &model {
+        body.field("model", |out| write_json(out, m));
+    }
+    body.field(prompt_key, |out| prompt.write(out));
+    if let Some(tools) = tools {
+        body.field("tools", |out| out.extend_from_slice(tools.get().as_bytes()));
     }
     if let Some(n) = output_length {
-        body.insert("max_tokens".into(), json!(n));
+        body.field("max_tokens", |out| {
+            let _ = write!(out, "{n}");
+        });
         if opts.min_tokens {
-            body.insert("min_tokens".into(), json!(n));
+            body.field("min_tokens", |out| {
+                let _ = write!(out, "{n}");
+            });
         }
     }
     if opts.ignore_eos {
-        body.insert("ignore_eos".into(), json!(true));
+        body.field("ignore_eos", |out| out.extend_from_slice(b"true"));
     }
-    body.insert("stream".into(), json!(opts.stream));
+    let stream = match body.extra("stream") {
+        Some(v) => v.as_bool().unwrap_or(false),
+        None => opts.stream,
+    };
+    body.field("stream", |out| {
+        out.extend_from_slice(if opts.stream { b"true" } else { b"false" })
+    });
     if opts.stream {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+        body.field("stream_options", |out| {
+            out.extend_from_slice(br#"{"include_usage":true}"#)
+        });
     }
-    for (k, v) in &opts.extra {
-        body.insert(k.clone(), v.clone());
-    }
-    if let Some(extra) = rec.get("extra") {
-        let extra: Map<String, Value> = serde_json::from_str(extra.get())
-            .map_err(|_| FieldError::new("extra", "is not a JSON object"))?;
-        for (k, v) in extra {
-            body.insert(k, v);
-        }
-    }
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     Ok(Prepared {
-        body: serde_json::to_vec(&Value::Object(body))
-            .expect("JSON values serialize")
-            .into(),
+        body: body.finish().into(),
         stream,
         ..base
     })
+}
+
+/// A JSON object written field by field, with the `extra` maps merged in
+/// shallowly, as inserting them into a map in order would: a key of
+/// `extra` already written takes that place with its value; the others
+/// follow, `--extra`'s first. The record's `extra` wins over `--extra`.
+struct BodyWriter<'a> {
+    out: Vec<u8>,
+    /// The record's `extra`, then `--extra`.
+    extras: [&'a Map<String, Value>; 2],
+    written: Vec<&'static str>,
+}
+
+impl<'a> BodyWriter<'a> {
+    fn new(extras: [&'a Map<String, Value>; 2]) -> BodyWriter<'a> {
+        BodyWriter {
+            out: Vec::with_capacity(256),
+            extras,
+            written: Vec::new(),
+        }
+    }
+
+    /// The value `extra` gives `key`, if any.
+    fn extra(&self, key: &str) -> Option<&'a Value> {
+        self.extras.iter().find_map(|m| m.get(key))
+    }
+
+    /// Write `key` with the value `write` writes, unless `extra` gives one.
+    fn field(&mut self, key: &'static str, write: impl FnOnce(&mut Vec<u8>)) {
+        self.key(key);
+        match self.extra(key) {
+            Some(v) => write_json(&mut self.out, v),
+            None => write(&mut self.out),
+        }
+        self.written.push(key);
+    }
+
+    fn key(&mut self, key: &str) {
+        self.out.push(if self.out.is_empty() { b'{' } else { b',' });
+        write_json(&mut self.out, key);
+        self.out.push(b':');
+    }
+
+    fn wrote(&self, key: &str) -> bool {
+        self.written.contains(&key)
+    }
+
+    /// The keys of `extra` not written yet, then the closing brace.
+    fn finish(mut self) -> Vec<u8> {
+        let [record, flag] = self.extras;
+        for (k, v) in flag {
+            if !self.wrote(k) {
+                self.key(k);
+                write_json(&mut self.out, record.get(k).unwrap_or(v));
+            }
+        }
+        for (k, v) in record {
+            if !self.wrote(k) && !flag.contains_key(k) {
+                self.key(k);
+                write_json(&mut self.out, v);
+            }
+        }
+        if self.out.is_empty() {
+            self.out.push(b'{');
+        }
+        self.out.push(b'}');
+        self.out
+    }
+}
+
+/// A request's prompt, as the body gives it.
+enum Prompt<'a> {
+    /// `messages` as the record gives them.
+    Raw(&'a RawValue),
+    /// The text as one user message.
+    UserMessage(&'a str),
+    Text(&'a str),
+    TokenIds(&'a [u64]),
+}
+
+impl Prompt<'_> {
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Prompt::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Prompt::UserMessage(text) => {
+                out.extend_from_slice(br#"[{"role":"user","content":"#);
+                write_json(out, text);
+                out.extend_from_slice(b"}]");
+            }
+            Prompt::Text(text) => write_json(out, text),
+            Prompt::TokenIds(ids) => {
+                out.push(b'[');
+                for (i, id) in ids.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let _ = write!(out, "{id}");
+                }
+                out.push(b']');
+            }
+        }
+    }
+}
+
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    serde_json::to_writer(out, v).expect("writing JSON to memory cannot fail");
 }
 
 /// Why a record could not be prepared.
@@ -224,5 +331,131 @@ pub enum PrepareError {
 impl From<FieldError> for PrepareError {
     fn from(e: FieldError) -> Self {
         PrepareError::Record(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoPrompts;
+
+    impl PromptSource for NoPrompts {
+        fn synthesizer(&mut self) -> crate::error::Result<&Synthesizer> {
+            Err(crate::error::Error::msg("no synthesizer in these tests"))
+        }
+    }
+
+    fn options(endpoint: Endpoint, flags: u8, extra: &str) -> BodyOptions {
+        BodyOptions {
+            endpoint,
+            model: (flags & 1 != 0).then(|| "flag-model".to_string()),
+            stream: flags & 2 != 0,
+            ignore_eos: flags & 4 != 0,
+            min_tokens: flags & 8 != 0,
+            extra: serde_json::from_str(extra).unwrap(),
+        }
+    }
+
+    fn body(line: &str, opts: &BodyOptions) -> (String, bool) {
+        let rec = Record::parse(line).unwrap();
+        let p = prepare(&rec, 0, opts, &mut NoPrompts).unwrap();
+        (String::from_utf8(p.body.to_vec()).unwrap(), p.stream)
+    }
+
+    #[test]
+    fn bodies_are_compact_json_in_a_fixed_order() {
+        let opts = options(Endpoint::Chat, 0b1111, "{}");
+        let line = r#"{"timestamp":0,"text_input":"say \"hi\"\n","output_length":3}"#;
+        assert_eq!(
+            body(line, &opts),
+            (
+                r#"{"model":"flag-model","messages":[{"role":"user","content":"say \"hi\"\n"}],"max_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}"#
+                    .to_string(),
+                true
+            )
+        );
+        let opts = options(Endpoint::Completions, 0, "{}");
+        let line = r#"{"timestamp":0,"prompt_token_ids":[5, 0,7],"model":"m"}"#;
+        assert_eq!(
+            body(line, &opts).0,
+            r#"{"model":"m","prompt":[5,0,7],"stream":false}"#
+        );
+        // Messages and tools go as the record gives them.
+        let opts = options(Endpoint::Chat, 0, "{}");
+        let line = r#"{"timestamp":0,"messages":[ {"role": "user", "content": "\u00e9"} ],"tools":[{"type":"function"}],"output_length":1}"#;
+        assert_eq!(
+            body(line, &opts).0,
+            r#"{"messages":[ {"role": "user", "content": "\u00e9"} ],"tools":[{"type":"function"}],"max_tokens":1,"stream":false}"#
+        );
+    }
+
+    /// Extras merge as inserting them into the map of the other fields
+    /// would: `--extra` first, then the record's `extra`.
+    #[test]
+    fn extras_merge_shallowly_as_map_insertions() {
+        let records = [
+            r#"{"timestamp":0,"text_input":"a","output_length":3}"#,
+            r#"{"timestamp":0,"model":"m","messages":[{"role":"user","content":"b"}],"tools":[{"type":"function"}]}"#,
+            r#"{"timestamp":0,"prompt_token_ids":[1,2],"output_length":2}"#,
+        ];
+        let record_extras = [
+            None,
+            Some(r#"{"top_k":1}"#),
+            Some(
+                r#"{"stream":"yes","max_tokens":7,"temperature":0.5,"say \"x\"":[1],"model":null}"#,
+            ),
+            Some(r#"{"a":1,"stream":true,"seed":9}"#),
+        ];
+        let flag_extras = [
+            "{}",
+            r#"{"temperature":0,"stream":false,"max_tokens":5}"#,
+            r#"{"seed":3,"messages":"flag","top_k":2}"#,
+        ];
+        let mut checked = 0;
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            for flags in 0..16 {
+                for rec in records {
+                    let bare = options(endpoint, flags, "{}");
+                    let r = Record::parse(rec).unwrap();
+                    if prepare(&r, 0, &bare, &mut NoPrompts).is_err() {
+                        continue; // token ids on chat, messages on completions
+                    }
+                    let base: Map<String, Value> =
+                        serde_json::from_str(&body(rec, &bare).0).unwrap();
+                    for flag_extra in flag_extras {
+                        for record_extra in record_extras {
+                            let mut line: Map<String, Value> = serde_json::from_str(rec).unwrap();
+                            let mut want = base.clone();
+                            for (k, v) in
+                                serde_json::from_str::<Map<String, Value>>(flag_extra).unwrap()
+                            {
+                                want.insert(k, v);
+                            }
+                            if let Some(e) = record_extra {
+                                let e: Map<String, Value> = serde_json::from_str(e).unwrap();
+                                line.insert("extra".into(), Value::Object(e.clone()));
+                                for (k, v) in e {
+                                    want.insert(k, v);
+                                }
+                            }
+                            let line = Value::Object(line).to_string();
+                            let opts = options(endpoint, flags, flag_extra);
+                            let want_stream = want.get("stream").and_then(Value::as_bool);
+                            assert_eq!(
+                                body(&line, &opts),
+                                (
+                                    Value::Object(want).to_string(),
+                                    want_stream.unwrap_or(false)
+                                ),
+                                "{line} with --extra {flag_extra}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 16 * 2 * 3 * 4);
     }
 }
