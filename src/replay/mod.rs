@@ -1072,7 +1072,10 @@ impl Dispatcher<'_> {
                     std::future::pending::<()>().await;
                 }
             };
-            let result = exchange::send(&target, &req, result, sent, cancelled).await;
+            // Boxed: the exchange's state is most of the task's size, and
+            // a task is moved whole several times on its way through the
+            // runtime.
+            let result = Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
             if target.take_out_of_files() {
                 let limit = target
                     .open_files_limit
