@@ -88,8 +88,8 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
 pub(crate) fn string(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
-        i = skip_plain(b, i);
-        match *b.get(i)? {
+        i = string_stop(b, i)?;
+        match b[i] {
             b'"' => return Some(i + 1),
             b'\\' => match *b.get(i + 1)? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
@@ -102,35 +102,39 @@ pub(crate) fn string(b: &[u8], mut i: usize) -> Option<usize> {
                 }
                 _ => return None,
             },
-            // Control characters must be escaped inside strings.
-            c if c < 0x20 => return None,
-            _ => i += 1,
+            // A control character: JSON allows it only escaped.
+            _ => return None,
         }
     }
 }
 
-/// Skip, eight bytes at a time, string bytes that need no attention: the
-/// scan stops at the first quote, backslash or control character, where the
-/// byte loop takes over.
-fn skip_plain(b: &[u8], mut i: usize) -> usize {
+/// Where the text of a string stops, from `i` on: at a quote, a backslash
+/// or a control character (which JSON allows only escaped). Eight bytes at
+/// a time, then the last few one by one.
+#[inline]
+pub(crate) fn string_stop(b: &[u8], i: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let quote = x ^ (ONES * u64::from(b'"'));
-        let backslash = x ^ (ONES * u64::from(b'\\'));
-        let special = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (x.wrapping_sub(ONES * 0x20) & !x);
-        let special = special & HIGH;
-        if special != 0 {
-            // The lowest flagged byte is a true hit: false alarms only
-            // happen above one.
-            return i + (special.trailing_zeros() / 8) as usize;
+    // The high bit of each byte of `x` below `n` (1 to 128). A borrow may
+    // flag bytes after the first one flagged, never before it.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let mut words = b.get(i..)?.chunks_exact(8);
+    let mut at = i;
+    for word in words.by_ref() {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let stops = below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1)
+            | below(x, 0x20);
+        if stops != 0 {
+            return Some(at + (stops.trailing_zeros() / 8) as usize);
         }
-        i += 8;
+        at += 8;
     }
-    i
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| at + p)
 }
 
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`; numbers with an exponent are left to
@@ -259,6 +263,34 @@ fn object(b: &[u8], i: usize, depth: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn string_stops_are_found_eight_bytes_at_a_time_as_one_by_one() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let alphabet = [
+            b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xc3, 0xff,
+        ];
+        let mut seed = 7u64;
+        for len in 0..40 {
+            for _ in 0..500 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // Mostly plain letters, so stops fall anywhere.
+                        let r = (seed >> 33) as usize;
+                        if r % 4 == 0 {
+                            alphabet[r / 4 % alphabet.len()]
+                        } else {
+                            b'a' + (r % 26) as u8
+                        }
+                    })
+                    .collect();
+                assert_eq!(string_stop(&bytes, 0), naive(&bytes), "{bytes:?}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

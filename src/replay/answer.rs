@@ -336,10 +336,8 @@ impl<'a> Scan<'a> {
         let start = self.i;
         let mut escaped = false;
         loop {
-            let rest = &self.b[self.i..];
-            let at = string_stop(rest)?;
-            self.i += at;
-            match rest[at] {
+            self.i = crate::json::string_stop(self.b, self.i)?;
+            match self.b[self.i] {
                 b'"' => {
                     let raw = &self.b[start..self.i];
                     self.i += 1;
@@ -733,62 +731,8 @@ impl<'de> Lenient<'de> for Text<'de> {
     }
 }
 
-/// Where a string's text stops: at its closing quote, an escape, or a
-/// control character (which JSON allows only escaped). Eight bytes at a
-/// time: a generated text is most of an answer's bytes.
-fn string_stop(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte of `x` below `n` (from 1 to 128). A borrow
-    // may flag bytes after the first one flagged, never before it.
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
-    let mut words = bytes.chunks_exact(8);
-    let mut at = 0;
-    for word in words.by_ref() {
-        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let stops = below(w ^ (ONES * u64::from(b'"')), 1)
-            | below(w ^ (ONES * u64::from(b'\\')), 1)
-            | below(w, 0x20);
-        if stops != 0 {
-            return Some(at + (stops.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    let tail = words.remainder();
-    tail.iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        .map(|p| at + p)
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn string_stops_are_found_eight_bytes_at_a_time_as_one_by_one() {
-        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
-        let alphabet = [
-            b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xc3, 0xff,
-        ];
-        let mut seed = 7u64;
-        for len in 0..40 {
-            for _ in 0..500 {
-                let bytes: Vec<u8> = (0..len)
-                    .map(|_| {
-                        seed = seed
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        // Mostly plain letters, so stops fall anywhere.
-                        let r = (seed >> 33) as usize;
-                        if r % 4 == 0 {
-                            alphabet[r / 4 % alphabet.len()]
-                        } else {
-                            b'a' + (r % 26) as u8
-                        }
-                    })
-                    .collect();
-                assert_eq!(string_stop(&bytes), naive(&bytes), "{bytes:?}");
-            }
-        }
-    }
     use super::*;
 
     /// The error, each choice's content and finish reason, the usage.
