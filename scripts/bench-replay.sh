@@ -81,7 +81,7 @@ replay() { # NAME TRACE ARGS...
   /usr/bin/time -f "%e %U %S %M" -o "$WORK/$name.time" \
     "$BIN/trace-replay" --quiet --url "$URL" "$@" "$trace" > "$WORK/$name.ndjson" 2> "$WORK/$name.err"
   echo "$name: $(tail -1 "$WORK/$name.err" | sed 's/^trace-replay: //')"
-  read -r wall user sys rss < "$WORK/$name.time"
+  read -r wall user sys rss < <(tail -1 "$WORK/$name.time")
   python3 -c "
 n=$n; w=$wall; u=$user; s=$sys; rss=$rss
 print(f'  {n} requests in {w} s wall; client CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request; peak RSS {rss/1024:.1f} MB')
@@ -139,7 +139,7 @@ for run in $RUNS; do
       /usr/bin/time -f "%e %U %S %M" -o "$WORK/$run.time" \
         "$WORK/floor-client" "${URL##*:}" "$@" > "$WORK/$run.out"
       stop_sim
-      read -r wall user sys rss < "$WORK/$run.time"
+      read -r wall user sys rss < <(tail -1 "$WORK/$run.time")
       python3 -c "
 n=$2; w=$wall; u=$user; s=$sys
 print(f'$run: $(cat "$WORK/$run.out") in {w} s wall; CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request')
@@ -184,9 +184,9 @@ PY
         --endpoint-type chat --streaming --input-file "$WORK/stream1000.jsonl" \
         --custom-dataset-type mooncake_trace --fixed-schedule --ui none \
         --output-artifact-dir "$WORK/aiperf-artifacts" \
-        > "$WORK/aiperf.out" 2>&1 || echo "aiperf failed: see $WORK/aiperf.out"
+        > "$WORK/aiperf.out" 2>&1 || echo "aiperf exited with status $? (its figures below may still be complete): see $WORK/aiperf.out"
       stop_sim
-      read -r wall user sys rss < "$WORK/aiperf.time"
+      read -r wall user sys rss < <(tail -1 "$WORK/aiperf.time")
       python3 -c "
 n=$(wc -l < "$WORK/stream1000.jsonl"); w=$wall; u=$user; s=$sys; rss=$rss
 print(f'aiperf: {n} requests in {w} s wall (start-up included); CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f} us per request (its processes); peak RSS of the largest {rss/1024:.1f} MB')"
