@@ -201,6 +201,18 @@ pub struct Args {
     #[arg(long)]
     pub http2: bool,
 
+    /// Over https, also trust the CA certificates in this PEM file (besides
+    /// the system's and the built-in roots): for a server whose certificate
+    /// a private CA signed.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<String>,
+
+    /// Over https, accept any certificate: self-signed, expired, or for
+    /// another name. For test servers only: the server is then not
+    /// authenticated.
+    #[arg(long)]
+    pub insecure: bool,
+
     /// No progress nor notes on standard error (the final line is still
     /// printed).
     #[arg(long, short = 'q')]
@@ -367,6 +379,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if args.http2 {
         client = client.http2_prior_knowledge();
     }
+    if let Some(path) = &args.cacert {
+        for cert in ca_certificates(path)? {
+            client = client.add_root_certificate(cert);
+        }
+    }
+    if args.insecure {
+        client = client.danger_accept_invalid_certs(true);
+    }
     let client = client
         .build()
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
@@ -505,6 +525,24 @@ fn body_options(args: &Args) -> Result<BodyOptions> {
 }
 
 /// `--header` flags and the API key.
+/// The certificates of a `--cacert` PEM file.
+fn ca_certificates(path: &str) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        let mut cause: &dyn std::error::Error = &e;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
+        Error::usage(format!("--cacert {path}: not PEM certificates ({cause})"))
+    })?;
+    if certs.is_empty() {
+        return Err(Error::usage(format!(
+            "--cacert {path}: no certificate in it (a PEM file has \"-----BEGIN CERTIFICATE-----\" blocks)"
+        )));
+    }
+    Ok(certs)
+}
+
 fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
     use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim};
-use crate::util::{Cmd, Run, TestDir, bin};
+use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim, Tls};
+use crate::util::{Cmd, Run, TestDir, bin, data};
 
 fn trace(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
@@ -597,6 +597,70 @@ fn an_answer_sent_before_the_body_was_read_is_the_result() {
             assert_eq!(r[&1]["status"], "ok", "proxy {proxy:?}: {}", r[&1]);
         }
     }
+}
+
+#[test]
+fn https_servers_are_trusted_through_a_ca_file_or_with_insecure() {
+    let server = Tls::start(
+        r#"{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    );
+    let input = text_trace(3, 1, 1);
+    // A private CA's certificate is refused, with the reason.
+    let run = replay(&["--no-stream", "--url", &server.url], &input);
+    run.code(0);
+    for x in by_index(&run, 3).values() {
+        assert_eq!(
+            (&x["status"], &x["error"]),
+            (
+                &json!("error"),
+                &json!("connection failed: invalid peer certificate: UnknownIssuer")
+            ),
+            "{x}"
+        );
+    }
+    let ca = data("tls/ca.pem");
+    for flag in [
+        ["--cacert", ca.to_str().unwrap()].as_slice(),
+        &["--insecure"],
+    ] {
+        let mut args = vec!["--no-stream", "--url", &server.url];
+        args.extend(flag);
+        let run = replay(&args, &input);
+        run.code(0);
+        for x in by_index(&run, 3).values() {
+            assert_eq!(
+                (&x["status"], &x["http_status"], &x["completion_tokens"]),
+                (&json!("ok"), &json!(200), &json!(1)),
+                "{flag:?}: {x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_ca_file_without_certificates_is_a_usage_error() {
+    let missing = replay(
+        &["--url", "https://127.0.0.1:9", "--cacert", "no-such.pem"],
+        &text_trace(1, 1, 1),
+    );
+    missing.code(2);
+    assert_eq!(
+        missing.stderr,
+        "trace-replay: error: no-such.pem: no such file or directory\n"
+    );
+    let trace = data("sessions.jsonl");
+    let trace = trace.to_str().unwrap();
+    let not_pem = replay(
+        &["--url", "https://127.0.0.1:9", "--cacert", trace],
+        &text_trace(1, 1, 1),
+    );
+    not_pem.code(2);
+    assert_eq!(
+        not_pem.stderr,
+        format!(
+            "trace-replay: error: --cacert {trace}: no certificate in it (a PEM file has \"-----BEGIN CERTIFICATE-----\" blocks)\n"
+        )
+    );
 }
 
 #[test]

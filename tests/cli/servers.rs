@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::util::bin;
+use crate::util::{bin, data};
 
 /// A trace-sim process on a free loopback port, stopped when dropped.
 pub struct Sim {
@@ -210,4 +210,77 @@ fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
         let _ = reader.fill_buf();
     }
     let _ = conn.shutdown(std::net::Shutdown::Both);
+}
+
+/// An https server on a free loopback port, with a certificate for
+/// 127.0.0.1 signed by `tests/data/tls/ca.pem`, that answers every request
+/// with `body` and closes the connection. Its thread lives as long as the
+/// test process.
+pub struct Tls {
+    pub url: String,
+}
+
+impl Tls {
+    pub fn start(body: &'static str) -> Tls {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(data("tls/server.pem"))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(data("tls/server.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(certs, key)
+                .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    let tls = rustls::ServerConnection::new(config).unwrap();
+                    // A client that rejects the certificate ends here.
+                    let _ = serve_tls(rustls::StreamOwned::new(tls, conn), body);
+                });
+            }
+        });
+        Tls { url }
+    }
+}
+
+fn serve_tls(
+    mut stream: rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    body: &str,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(&mut stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut request = vec![0; length];
+    reader.read_exact(&mut request)?;
+    drop(reader);
+    let answer = Answer::json("200 OK", body);
+    stream.write_all(answer.head.as_bytes())?;
+    stream.write_all(&answer.body)?;
+    stream.conn.send_close_notify();
+    stream.flush()
 }
