@@ -524,7 +524,6 @@ fn body_options(args: &Args) -> Result<BodyOptions> {
     })
 }
 
-/// `--header` flags and the API key.
 /// The certificates of a `--cacert` PEM file.
 fn ca_certificates(path: &str) -> Result<Vec<reqwest::Certificate>> {
     let pem = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -543,6 +542,7 @@ fn ca_certificates(path: &str) -> Result<Vec<reqwest::Certificate>> {
     Ok(certs)
 }
 
+/// `--header` flags and the API key.
 fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
     use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();

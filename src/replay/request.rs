@@ -135,7 +135,7 @@ pub fn prepare(
         .transpose()?;
     let (prompt_key, prompt) = match opts.endpoint {
         Endpoint::Chat => match (messages, &text) {
-            (Some(m), _) => ("messages", Prompt::Raw(m)),
+            (Some(m), _) => ("messages", Prompt::Messages(m)),
             (None, Some(t)) => ("messages", Prompt::UserMessage(t)),
             (None, None) if token_ids.is_some() => {
                 return Err(FieldError::new(
@@ -284,7 +284,7 @@ impl<'a> BodyWriter<'a> {
 /// A request's prompt, as the body gives it.
 enum Prompt<'a> {
     /// `messages` as the record gives them.
-    Raw(&'a RawValue),
+    Messages(&'a RawValue),
     /// The text as one user message.
     UserMessage(&'a str),
     Text(&'a str),
@@ -294,7 +294,7 @@ enum Prompt<'a> {
 impl Prompt<'_> {
     fn write(&self, out: &mut Vec<u8>) {
         match self {
-            Prompt::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Prompt::Messages(raw) => out.extend_from_slice(raw.get().as_bytes()),
             Prompt::UserMessage(text) => {
                 out.extend_from_slice(br#"[{"role":"user","content":"#);
                 write_json(out, text);
