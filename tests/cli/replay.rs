@@ -853,14 +853,17 @@ fn slow_replay(dir: &TestDir, n: usize, gap_ms: u64) -> std::process::Child {
         .unwrap()
 }
 
-#[test]
-fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
-    let dir = TestDir::new("replay-sigint");
-    let child = slow_replay(&dir, 100, 100);
-    // Wait for a few results, then interrupt.
-    for _ in 0..200 {
+/// Wait for `after` results of a `slow_replay`, interrupt it with SIGINT,
+/// check that it exits 130, and return its results, one per record of `n`.
+fn interrupt(
+    dir: &TestDir,
+    child: std::process::Child,
+    after: usize,
+    n: usize,
+) -> BTreeMap<u64, Value> {
+    for _ in 0..500 {
         let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap_or_default();
-        if text.lines().count() >= 3 {
+        if text.lines().count() >= after {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -877,14 +880,20 @@ fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap();
     let run = Run {
         desc: "trace-replay".into(),
         code: 130,
-        stdout: text.into_bytes(),
+        stdout: std::fs::read(dir.join("out.ndjson")).unwrap(),
         stderr: String::new(),
     };
-    let r = by_index(&run, 100);
+    by_index(&run, n)
+}
+
+#[test]
+fn ctrl_c_writes_a_result_for_every_record_and_exits_130() {
+    let dir = TestDir::new("replay-sigint");
+    let child = slow_replay(&dir, 100, 100);
+    let r = interrupt(&dir, child, 3, 100);
     let c = statuses(&r);
     assert!(c["ok"] >= 3 && c["cancelled"] >= 50, "{c:?}");
     for x in r.values().filter(|x| x["status"] == "cancelled") {
@@ -899,27 +908,7 @@ fn ctrl_c_between_two_distant_requests_stops_before_the_second_is_due() {
     // still wake it.
     let dir = TestDir::new("replay-sigint-gap");
     let child = slow_replay(&dir, 2, 120_000);
-    for _ in 0..500 {
-        let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap_or_default();
-        if text.lines().count() >= 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130));
-    let run = Run {
-        desc: "trace-replay".into(),
-        code: 130,
-        stdout: std::fs::read(dir.join("out.ndjson")).unwrap(),
-        stderr: String::new(),
-    };
-    let r = by_index(&run, 2);
+    let r = interrupt(&dir, child, 1, 2);
     assert_eq!(r[&0]["status"], "ok", "{}", r[&0]);
     let second = &r[&1];
     assert_eq!(second["status"], "cancelled", "{second}");
