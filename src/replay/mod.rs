@@ -1092,11 +1092,13 @@ impl Dispatcher<'_> {
         tokio::spawn(async move {
             let sent = Instant::now();
             let sent_ms = ms_between(origin, sent);
+            // Formatted once the answer is in: off the send path.
+            let wall_sent = SystemTime::now();
             let mut result = skeleton(
                 &req,
                 round_us(scheduled_ms),
                 round_us(sent_ms),
-                crate::time::rfc3339(SystemTime::now()),
+                String::new(),
             );
             result.warmup = warmup;
             result.shard = shard;
@@ -1113,7 +1115,8 @@ impl Dispatcher<'_> {
             // Boxed: the exchange's state is most of the task's size, and
             // a task is moved whole several times on its way through the
             // runtime.
-            let result = Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
+            let mut result = Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
+            result.start_time = crate::time::rfc3339(wall_sent);
             if target.take_out_of_files() {
                 let limit = target
                     .open_files_limit
