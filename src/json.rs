@@ -137,6 +137,18 @@ pub(crate) fn string_stop(b: &[u8], i: usize) -> Option<usize> {
         .map(|p| at + p)
 }
 
+/// `s` as a JSON string, escaped as serde_json escapes it; a string that
+/// needs no escape (most do not) is copied as it is.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    if string_stop(s.as_bytes(), 0).is_none() {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
+}
+
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`; numbers with an exponent are left to
 /// the full parser.
 fn number(b: &[u8], mut i: usize) -> Option<usize> {

@@ -176,7 +176,7 @@ impl<'a> Record<'a> {
             if i > 0 {
                 out.push(b',');
             }
-            write_json_string(out, key);
+            crate::json::write_str(out, key);
             out.push(b':');
             out.extend_from_slice(value.get().as_bytes());
         }
@@ -284,16 +284,6 @@ pub fn format_ms(ms: f64) -> String {
         format!("{}", rounded as i64)
     } else {
         format!("{rounded}")
-    }
-}
-
-fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
     }
 }
 

@@ -114,7 +114,7 @@ impl ResultRecord {
         ] {
             if let Some(v) = value {
                 field(&mut out, name);
-                json_str(&mut out, v);
+                crate::json::write_str(&mut out, v);
             }
         }
         field(&mut out, "scheduled_ms");
@@ -122,7 +122,7 @@ impl ResultRecord {
         field(&mut out, "sent_ms");
         json_f64(&mut out, Some(self.sent_ms));
         field(&mut out, "start_time");
-        json_str(&mut out, &self.start_time);
+        crate::json::write_str(&mut out, &self.start_time);
         for (name, value) in [
             ("ttft_ms", self.ttft_ms),
             ("first_chunk_ms", self.first_chunk_ms),
@@ -152,7 +152,7 @@ impl ResultRecord {
         }
         field(&mut out, "finish_reason");
         match &self.finish_reason {
-            Some(f) => json_str(&mut out, f),
+            Some(f) => crate::json::write_str(&mut out, f),
             None => out.extend_from_slice(b"null"),
         }
         field(&mut out, "status");
@@ -163,14 +163,14 @@ impl ResultRecord {
         json_u64(&mut out, self.http_status.map(u64::from));
         if let Some(e) = &self.error {
             field(&mut out, "error");
-            json_str(&mut out, e);
+            crate::json::write_str(&mut out, e);
         }
         if self.warmup {
             out.extend_from_slice(b",\"warmup\":true");
         }
         if let Some(s) = &self.shard {
             field(&mut out, "shard");
-            json_str(&mut out, s);
+            crate::json::write_str(&mut out, s);
         }
         out.push(b'}');
         String::from_utf8(out).expect("JSON text is UTF-8")
@@ -203,10 +203,6 @@ fn json_u64(out: &mut Vec<u8>, v: Option<u64>) {
         }
         None => out.extend_from_slice(b"null"),
     }
-}
-
-fn json_str(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(out, s);
 }
 
 /// Milliseconds rounded to the microsecond, the precision results are

@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::FieldError;
+use crate::json;
 use crate::record::{self, Record};
 use crate::synth::{Synthesizer, prompt_for};
 
@@ -175,7 +176,7 @@ pub fn prepare(
     };
     let mut body = BodyWriter::new([&record_extra, &opts.extra]);
     if let Some(m) = &model {
-        body.field("model", |out| write_json(out, m));
+        body.field("model", |out| json::write_str(out, m));
     }
     body.field(prompt_key, |out| prompt.write(out));
     if let Some(tools) = tools {
@@ -242,7 +243,7 @@ impl<'a> BodyWriter<'a> {
     fn field(&mut self, key: &'static str, write: impl FnOnce(&mut Vec<u8>)) {
         self.key(key);
         match self.extra(key) {
-            Some(v) => write_json(&mut self.out, v),
+            Some(v) => write_value(&mut self.out, v),
             None => write(&mut self.out),
         }
         self.written.push(key);
@@ -250,7 +251,7 @@ impl<'a> BodyWriter<'a> {
 
     fn key(&mut self, key: &str) {
         self.out.push(if self.out.is_empty() { b'{' } else { b',' });
-        write_json(&mut self.out, key);
+        json::write_str(&mut self.out, key);
         self.out.push(b':');
     }
 
@@ -264,13 +265,13 @@ impl<'a> BodyWriter<'a> {
         for (k, v) in flag {
             if !self.wrote(k) {
                 self.key(k);
-                write_json(&mut self.out, record.get(k).unwrap_or(v));
+                write_value(&mut self.out, record.get(k).unwrap_or(v));
             }
         }
         for (k, v) in record {
             if !self.wrote(k) && !flag.contains_key(k) {
                 self.key(k);
-                write_json(&mut self.out, v);
+                write_value(&mut self.out, v);
             }
         }
         if self.out.is_empty() {
@@ -297,10 +298,10 @@ impl Prompt<'_> {
             Prompt::Messages(raw) => out.extend_from_slice(raw.get().as_bytes()),
             Prompt::UserMessage(text) => {
                 out.extend_from_slice(br#"[{"role":"user","content":"#);
-                write_json(out, text);
+                json::write_str(out, text);
                 out.extend_from_slice(b"}]");
             }
-            Prompt::Text(text) => write_json(out, text),
+            Prompt::Text(text) => json::write_str(out, text),
             Prompt::TokenIds(ids) => {
                 out.push(b'[');
                 for (i, id) in ids.iter().enumerate() {
@@ -315,7 +316,8 @@ impl Prompt<'_> {
     }
 }
 
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+/// An `extra` value, compact.
+fn write_value(out: &mut Vec<u8>, v: &Value) {
     serde_json::to_writer(out, v).expect("writing JSON to memory cannot fail");
 }
 
