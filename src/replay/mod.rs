@@ -368,8 +368,16 @@ pub fn run(args: &Args) -> Result<Outcome> {
         (None, false) => return Err(Error::usage("give --url URL, or --sim")),
     };
     let url = request_url(&base, opts.endpoint)?;
+    let plain = if args.http2 {
+        None
+    } else {
+        plain::Plain::new(&url, &headers, CONNECT_TIMEOUT)
+    };
     let mut client = reqwest::Client::builder()
         .use_rustls_tls()
+        // Reading the system's CA store takes a few milliseconds: only
+        // when reqwest may speak TLS (not for plain http://).
+        .tls_built_in_native_certs(plain.is_none())
         .tcp_nodelay(true)
         .pool_max_idle_per_host(usize::MAX)
         .connect_timeout(CONNECT_TIMEOUT)
@@ -392,11 +400,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
     let target = Arc::new(Target {
         client,
-        plain: if args.http2 {
-            None
-        } else {
-            plain::Plain::new(&url, &headers, CONNECT_TIMEOUT)
-        },
+        plain,
         url,
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
