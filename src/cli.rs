@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::{Args, Parser};
 
 use crate::error::{Error, Location, Result};
+use crate::text::plural;
 
 /// How a tool finished when nothing went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,9 +189,4 @@ pub fn positive_u64(text: &str) -> std::result::Result<u64, String> {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("`{text}` is not an integer ≥ 1")),
     }
-}
-
-/// "s" unless `n == 1`.
-pub fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }

@@ -62,7 +62,7 @@ pub fn parse_ms_arg(text: &str) -> Result<f64, String> {
 /// Format milliseconds for people: `250ms`, `1.5s`, `10m`, `1h30m`.
 pub fn human(ms: f64) -> String {
     if ms < 1000.0 {
-        return format!("{}ms", crate::record::format_ms(ms));
+        return format!("{}ms", crate::text::format_ms(ms));
     }
     let s = ms / 1000.0;
     if s < 60.0 {

@@ -1,25 +1,48 @@
 //! tracekit: Unix filters for LLM-serving traffic traces.
 //!
-//! Every tool is a module here with an `Args` (its flags) and a `run`
-//! function; the binaries in `src/bin/` only call [`cli::main`]. The record
-//! formats and conventions are described in `man/tracekit.7`.
+//! The crate is built in floors; a module uses only modules of its own
+//! floor's lower neighbours, never a tool beside it:
+//!
+//! - **Tools**, one module each, side by side: [`convert`], [`validate`],
+//!   [`slice`], [`rescale`], [`synth`], [`replay`], [`summarize`], [`sim`].
+//!   Each has an `Args` (its flags) and a `run` function; the binaries in
+//!   `src/bin/` only call [`cli::main`]. No tool imports another
+//!   (`tests/cli/layers.rs` checks it): what two tools share lives below.
+//! - **The shared model**: the trace record ([`record`]), the result record
+//!   ([`result`]), sharding ([`shard`]), statistics ([`stats`]), prompt
+//!   synthesis ([`prompts`], [`tokenizer`]), and the simulated server as a
+//!   library ([`simulator`]).
+//! - **The ground**: input and output ([`io`]), the CLI spine and
+//!   diagnostics ([`cli`], [`error`]), JSON scanning ([`json`]), time and
+//!   numbers ([`time`], [`duration`], [`text`], [`hash`]).
+//!
+//! The record formats and conventions are described in `man/tracekit.7`.
 
-pub mod cli;
+// Tools.
 pub mod convert;
+pub mod replay;
+pub mod rescale;
+pub mod sim;
+pub mod slice;
+pub mod summarize;
+pub mod synth;
+pub mod validate;
+
+// The shared model.
+pub mod prompts;
+pub mod record;
+pub mod result;
+pub mod shard;
+pub mod simulator;
+pub mod stats;
+pub mod tokenizer;
+
+// The ground.
+pub mod cli;
 pub mod duration;
 pub mod error;
 pub mod hash;
 pub mod io;
 pub mod json;
-pub mod record;
-pub mod replay;
-pub mod rescale;
-pub mod result;
-pub mod sim;
-pub mod slice;
-pub mod stats;
-pub mod summarize;
-pub mod synth;
+pub mod text;
 pub mod time;
-pub mod tokenizer;
-pub mod validate;

@@ -159,7 +159,7 @@ impl<'a> Record<'a> {
     /// Set a time field in milliseconds, rounded to the microsecond and
     /// written as an integer when it is one.
     pub fn set_ms(&mut self, key: &str, ms: f64) {
-        self.set_raw(key, raw(format_ms(ms)));
+        self.set_raw(key, raw(crate::text::format_ms(ms)));
     }
 
     /// Remove `key`; true if it was there.
@@ -271,20 +271,6 @@ impl Default for Record<'static> {
 /// Build a raw value from JSON text produced by this crate.
 pub fn raw(text: String) -> Box<RawValue> {
     RawValue::from_string(text).expect("valid JSON produced internally")
-}
-
-/// Format milliseconds for output: rounded to the microsecond, no
-/// trailing zeros, an integer when whole.
-pub fn format_ms(ms: f64) -> String {
-    let rounded = (ms * 1000.0).round() / 1000.0;
-    if rounded == 0.0 {
-        return "0".to_string();
-    }
-    if rounded.fract() == 0.0 && rounded.abs() < 9.0e15 {
-        format!("{}", rounded as i64)
-    } else {
-        format!("{rounded}")
-    }
 }
 
 /// serde_json's message without its position (the location says it),
@@ -650,7 +636,7 @@ pub fn check_block_count(ids: usize, input_length: u64, block_size: u64) -> Resu
         format!(
             "has {ids} block{}, but input_length {input_length} needs ceil({input_length} / {block_size}) = {want}; \
              if the trace uses another block size, give --block-size",
-            crate::cli::plural(ids as u64),
+            crate::text::plural(ids as u64),
         ),
     ))
 }
@@ -865,16 +851,6 @@ mod tests {
             Record::parse("not json").unwrap_err().msg,
             "invalid JSON: expected a JSON value, near `not json`"
         );
-    }
-
-    #[test]
-    fn format_ms_is_short_and_exact() {
-        assert_eq!(format_ms(2.0), "2");
-        assert_eq!(format_ms(1.5), "1.5");
-        assert_eq!(format_ms(0.1 + 0.2), "0.3");
-        assert_eq!(format_ms(-0.0), "0");
-        assert_eq!(format_ms(1234.0004), "1234");
-        assert_eq!(format_ms(1234.0006), "1234.001");
     }
 
     #[test]

@@ -3,11 +3,12 @@
 
 use clap::Parser;
 
-use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper, plural};
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, FieldError, Result};
 use crate::io::{self, Lines, Output, Rereadable};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record, blocks_for};
+use crate::text::plural;
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a

@@ -7,11 +7,12 @@ use std::num::NonZeroUsize;
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 
-use crate::cli::{self, InputArgs, Outcome, OutputArgs, plural};
+use crate::cli::{self, InputArgs, Outcome, OutputArgs};
 use crate::error::{Error, FieldError, Location, Result};
 use crate::io::{self, Output};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
 use crate::stats::IntDistribution;
+use crate::text::plural;
 
 const EXAMPLES: &str = "\
 Exit status: 0 when every record is valid, 1 when any is invalid (or, with
@@ -270,8 +271,8 @@ impl OrderState {
         let warning = match self.last_timestamp {
             Some(prev) if t < prev => Some(format!(
                 "field `timestamp`: {} is earlier than the previous record's {}: records should be in arrival order",
-                record::format_ms(t),
-                record::format_ms(prev)
+                crate::text::format_ms(t),
+                crate::text::format_ms(prev)
             )),
             _ => None,
         };
@@ -404,7 +405,7 @@ impl TraceStats {
             out.push(format!(
                 "timestamps look like absolute epoch seconds (first {}), but timestamps are milliseconds: \
                  trace-slice --rebase | trace-rescale --speed 0.001 converts them",
-                record::format_ms(self.min_ts)
+                crate::text::format_ms(self.min_ts)
             ));
         }
         out
@@ -414,7 +415,7 @@ impl TraceStats {
         (self.first_ts.is_some() && self.min_ts >= 1.0e11).then(|| {
             format!(
                 "timestamps are absolute epoch milliseconds (first {}); replay schedules by offset from the first record, and trace-slice --rebase makes them relative",
-                record::format_ms(self.min_ts)
+                crate::text::format_ms(self.min_ts)
             )
         })
     }
@@ -488,8 +489,8 @@ impl TraceStats {
                     "time",
                     format!(
                         "{} to {} ms ({})",
-                        record::format_ms(self.min_ts),
-                        record::format_ms(self.max_ts),
+                        crate::text::format_ms(self.min_ts),
+                        crate::text::format_ms(self.max_ts),
                         crate::duration::human(d)
                     ),
                 );

@@ -30,10 +30,11 @@ use std::sync::Arc;
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
 
-use crate::cli::{self, InputArgs, OutputArgs, SkipArgs, Skipper, plural};
+use crate::cli::{self, InputArgs, OutputArgs, SkipArgs, Skipper};
 use crate::error::{Error, Location, Result};
 use crate::io::{self, InputSpec, Output};
 use crate::record::{self, Record};
+use crate::text::plural;
 use crate::tokenizer;
 
 use hashing::{Hasher, Renumber};
@@ -627,7 +628,7 @@ impl Summary {
             "; {} session{}; time span {} s",
             self.sessions,
             plural(self.sessions),
-            record::format_ms(self.span_ms / 1000.0)
+            crate::text::format_ms(self.span_ms / 1000.0)
         ));
         cli::note(msg);
     }
@@ -808,7 +809,7 @@ fn build(
 }
 
 /// Milliseconds as a JSON number, rounded to the microsecond like
-/// [`record::format_ms`].
+/// [`crate::text::format_ms`].
 fn ms_value(ms: f64) -> Value {
-    serde_json::from_str(&record::format_ms(ms)).expect("a number")
+    serde_json::from_str(&crate::text::format_ms(ms)).expect("a number")
 }

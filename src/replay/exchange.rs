@@ -242,11 +242,6 @@ impl Body<'_> {
     }
 }
 
-/// A Content-Type value announcing server-sent events.
-pub fn is_event_stream(content_type: &[u8]) -> bool {
-    content_type.starts_with(b"text/event-stream")
-}
-
 /// Send the request; its status, whether the answer is an event stream,
 /// and the body to read.
 async fn request<'a>(
@@ -255,7 +250,7 @@ async fn request<'a>(
 ) -> Result<(StatusCode, bool, Body<'a>), String> {
     let event_stream = |h: &HeaderMap| {
         h.get(header::CONTENT_TYPE)
-            .is_some_and(|v| is_event_stream(v.as_bytes()))
+            .is_some_and(|v| super::sse::is_event_stream(v.as_bytes()))
     };
     if let Some(plain) = &target.plain {
         return match plain.send(&req.body).await {

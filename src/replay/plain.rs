@@ -548,7 +548,7 @@ fn parse_head(bytes: &[u8]) -> io::Result<Option<(Head, usize)>> {
         let name = h.name;
         let value = h.value.trim_ascii();
         if name.eq_ignore_ascii_case("content-type") {
-            event_stream = super::exchange::is_event_stream(value);
+            event_stream = super::sse::is_event_stream(value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             // The last coding says how the body ends.
             let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 use crate::json;
+use crate::prompts::{Synthesizer, prompt_for};
 use crate::record::{self, Record};
-use crate::synth::{Synthesizer, prompt_for};
 
 /// Which OpenAI API the requests go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -123,7 +123,7 @@ pub fn prepare(
     }
     let text: Option<String> = match rec.text_input()? {
         Some(t) => Some(t.into_owned()),
-        None if crate::synth::needs_prompt(rec) => {
+        None if crate::prompts::needs_prompt(rec) => {
             let synth = prompts.synthesizer().map_err(PrepareError::Fatal)?;
             prompt_for(rec, synth, index)?.map(|p| p.text)
         }

@@ -1,5 +1,10 @@
 //! Server-sent events, parsed from bytes however the network chunks them.
 
+/// A Content-Type value announcing server-sent events.
+pub fn is_event_stream(content_type: &[u8]) -> bool {
+    content_type.starts_with(b"text/event-stream")
+}
+
 /// Incremental SSE parser: feed bytes, get the `data` of each complete
 /// event. Handles events split across reads, several events per read,
 /// `data:` with or without a space, multi-line data, comments, CR, LF and

@@ -22,7 +22,7 @@ pub struct ReportOptions<'a> {
 
 /// The JSON key of a percentile: `p50`, `p99.9`.
 pub fn percentile_key(p: f64) -> String {
-    format!("p{}", crate::record::format_ms(p))
+    format!("p{}", crate::text::format_ms(p))
 }
 
 /// A distribution's figures; without values, the same keys with nulls, so
@@ -487,7 +487,7 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
                 format!(
                     "{} <= {} ms: {}",
                     m.name(),
-                    crate::record::format_ms(*b),
+                    crate::text::format_ms(*b),
                     num(&met[m.name()], 4)
                 )
             })

@@ -3,6 +3,7 @@
 mod convert;
 mod deploy;
 mod golden;
+mod layers;
 mod man;
 mod pipes;
 mod real_server;

@@ -1,5 +1,5 @@
 //! Prompts synthesized from `input_length` and `hash_ids`, exact to the
-//! token: the library behind trace-synth, also called by trace-replay.
+//! token: the library behind trace-synth and trace-replay's prompts.
 //!
 //! The building material is a list of words that are each one token of the
 //! chosen tokenizer, written with a leading space (` apple`). Pre-tokenizers
@@ -7,10 +7,6 @@
 //! such words is exactly one token per word, whatever words meet at block
 //! boundaries. A block's words are a function of (seed, block id, position)
 //! only, so the same id gives the same block in every record and every run.
-
-mod cmd;
-
-pub use cmd::{Args, run, synthesizer};
 
 use crate::error::{Error, FieldError, Result};
 use crate::hash::{mix, stable_hash};
@@ -273,6 +269,27 @@ fn vocabulary_words(tokenizer: &Tokenizer) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// Build the synthesizer that trace-synth and trace-replay flags describe.
+pub fn synthesizer(
+    tokenizer: &str,
+    seed: u64,
+    block_size: u64,
+    corpus: Option<&std::path::Path>,
+) -> Result<Synthesizer> {
+    let tok = Tokenizer::load(tokenizer)?;
+    let corpus = match corpus {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            Error::msg(format!(
+                "{}: cannot read corpus: {}",
+                path.display(),
+                crate::error::io_message(&e)
+            ))
+        })?),
+        None => None,
+    };
+    Synthesizer::new(&tok, seed, block_size, corpus.as_deref())
 }
 
 #[cfg(test)]

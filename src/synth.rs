@@ -1,13 +1,13 @@
-//! trace-synth: the command over the synthesizer.
+//! trace-synth: the command over the prompt synthesizer ([`crate::prompts`]).
 
 use clap::Parser;
 
-use super::{DEFAULT_SEED, PromptForm, Synthesizer, add_prompt};
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::{self, Lines, Output};
+use crate::prompts::{DEFAULT_SEED, PromptForm, add_prompt, synthesizer};
 use crate::record::{DEFAULT_BLOCK_SIZE, Record};
-use crate::tokenizer::{self, Tokenizer};
+use crate::tokenizer::{self};
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
@@ -87,27 +87,6 @@ pub enum TextForm {
     Text,
     /// `messages`, one user message.
     Messages,
-}
-
-/// Build the synthesizer the flags describe (shared with trace-replay).
-pub fn synthesizer(
-    tokenizer: &str,
-    seed: u64,
-    block_size: u64,
-    corpus: Option<&std::path::Path>,
-) -> Result<Synthesizer> {
-    let tok = Tokenizer::load(tokenizer)?;
-    let corpus = match corpus {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            Error::msg(format!(
-                "{}: cannot read corpus: {}",
-                path.display(),
-                crate::error::io_message(&e)
-            ))
-        })?),
-        None => None,
-    };
-    Synthesizer::new(&tok, seed, block_size, corpus.as_deref())
 }
 
 /// Run trace-synth.

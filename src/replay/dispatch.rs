@@ -1,0 +1,506 @@
+//! The dispatcher: owns the schedule and sends each request when due.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::Shared;
+use super::args::Args;
+use super::exchange::{self, Target, skeleton};
+use super::feed::{READ_AHEAD, Read};
+use super::output::Results;
+use super::request::Prepared;
+use super::schedule::{Pace, Schedule};
+use super::timer::Timer;
+use crate::cli;
+use crate::error::{Error, Result};
+use crate::result::round_us;
+use crate::stats::Dist;
+
+/// The dispatcher sleeps until this long before a request is due, then
+/// spins: a sleeping thread wakes some microseconds late.
+pub(super) const SPIN: Duration = Duration::from_micros(20);
+
+/// What the runtime's tasks and the signal handler tell the dispatcher.
+pub(super) enum Control {
+    /// A request completed.
+    Done {
+        session: Option<String>,
+        at: Instant,
+        lag_ms: f64,
+        warmup: bool,
+    },
+    /// Stop sending (Ctrl-C, or the output closed).
+    Stop,
+}
+
+/// How long a wait of the dispatcher may last.
+pub(super) enum Until {
+    /// To the microsecond: a request is due.
+    Precise(Instant),
+    /// Roughly: a safety net while waiting for completions or records.
+    About(Duration),
+}
+
+/// What ended a wait.
+pub(super) enum Woken {
+    Control(Option<Control>),
+    Records(Option<Vec<Read>>),
+    Timer,
+    Stop,
+}
+
+/// The dispatcher: owns the schedule, sends requests when due. It runs on
+/// the same thread as the requests' tasks, so a send needs no handover
+/// between threads and one wakeup can serve a due request and the responses
+/// that arrived meanwhile.
+pub(super) struct Dispatcher<'a> {
+    pub(super) args: &'a Args,
+    pub(super) shared: Arc<Shared>,
+    pub(super) target: Arc<Target>,
+    pub(super) results: Results,
+    pub(super) control: UnboundedReceiver<Control>,
+    /// `None` once the run stopped reading (--duration).
+    pub(super) records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
+    /// Records received and not yet taken.
+    pub(super) unread: VecDeque<Read>,
+    pub(super) reader_done: bool,
+    pub(super) timer: Timer,
+    /// A record that stopped the run.
+    pub(super) failure: Option<Error>,
+    pub(super) lag: Dist,
+    /// Requests sent more than 5 ms after they were due.
+    pub(super) late: u64,
+    /// Start of the run (of the warmup, before it).
+    pub(super) origin: Instant,
+}
+
+impl Dispatcher<'_> {
+    /// Run to the end; `Ok(true)` when interrupted.
+    pub(super) async fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
+        let pace = match (self.args.concurrency, self.args.max_concurrency) {
+            (Some(n), _) => Pace::Closed {
+                workers: n as usize,
+            },
+            (None, m) => Pace::Open {
+                max_in_flight: m.map(|m| m as usize),
+            },
+        };
+        self.warm_up(pace).await?;
+        if self.shared.stopping.load(Ordering::SeqCst) {
+            self.cancel_rest(&mut Schedule::new(pace)).await;
+            return Ok(true);
+        }
+        let mut schedule: Schedule<Prepared> = Schedule::new(pace);
+        // Fill the read-ahead before the clock starts, so the first
+        // requests never wait for a prompt to be synthesized.
+        while schedule.queued() < READ_AHEAD && !self.reader_done {
+            match self.read().await {
+                Some(r) => self.accept(r, &mut schedule),
+                None => self.reader_done = true,
+            }
+        }
+        if let Some(e) = self.failure.take() {
+            // Nothing was sent: the run could not start.
+            return Err(e);
+        }
+        if let Some(at) = self.args.start_at {
+            self.wait_for_start(at).await?;
+        }
+        let start = Instant::now();
+        self.origin = start;
+        let _ = run_start.set(start);
+        let duration = self.args.duration;
+        loop {
+            while schedule.queued() < READ_AHEAD && self.try_take_record(&mut schedule) {}
+            while let Ok(c) = self.control.try_recv() {
+                self.handle(c, &mut schedule);
+            }
+            if self.shared.stopping.load(Ordering::SeqCst) || self.failure.is_some() {
+                break;
+            }
+            let now_ms = ms_between(start, Instant::now());
+            if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
+                self.stop_reading(&mut schedule);
+            }
+            // Records wake the dispatcher only once half the read-ahead is
+            // used: until then the top of this loop takes what the reader
+            // has sent, at wakeups that happen anyway.
+            let want_records = !self.reader_done && schedule.queued() < READ_AHEAD / 2;
+            match schedule.next_due() {
+                Some(due) if duration.is_some_and(|d| due >= d) => {
+                    self.stop_reading(&mut schedule);
+                }
+                Some(due) => {
+                    let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
+                    if due_at > Instant::now() + SPIN {
+                        // Completions wake the wait only when one may make
+                        // a request due sooner (a session turn, a cap);
+                        // otherwise they are counted at the next wake, and
+                        // a request costs one wakeup fewer.
+                        let until = Until::Precise(due_at - SPIN);
+                        let completions = schedule.waits_on_completions();
+                        let woken = self.wait(until, want_records, completions).await;
+                        self.on_wake(woken, &mut schedule);
+                        continue;
+                    }
+                    while Instant::now() < due_at {
+                        std::hint::spin_loop();
+                    }
+                    let now_ms = ms_between(start, Instant::now());
+                    while let Some((due, req)) = schedule.pop_due(now_ms) {
+                        if duration.is_some_and(|d| due >= d) {
+                            // Due after the end: left out, like --limit.
+                            schedule.complete(None, now_ms);
+                            self.stop_reading(&mut schedule);
+                            break;
+                        }
+                        self.launch(req, due, false);
+                    }
+                }
+                None if schedule.in_flight() == 0 && schedule.is_empty() && self.reader_done => {
+                    break;
+                }
+                None => {
+                    // Waiting for completions (sessions, a concurrency
+                    // cap) or for the reader.
+                    let until = Until::About(Duration::from_millis(100));
+                    let woken = self.wait(until, want_records, true).await;
+                    self.on_wake(woken, &mut schedule);
+                }
+            }
+        }
+        let interrupted = self.shared.stopping.load(Ordering::SeqCst);
+        self.cancel_rest(&mut schedule).await;
+        Ok(interrupted)
+    }
+
+    /// --start-at: wait for a wall-clock instant, in steps, so that Ctrl-C
+    /// is not held up until the start.
+    pub(super) async fn wait_for_start(&mut self, at: SystemTime) -> Result<()> {
+        let wait = at.duration_since(SystemTime::now()).map_err(|_| {
+            Error::usage(format!(
+                "--start-at {} is already past (the read-ahead and the warmup are done first)",
+                crate::time::rfc3339(at)
+            ))
+        })?;
+        if !clock_synchronized() {
+            self.shared.print(|| {
+                cli::warn(
+                    "the system clock is not synchronized (NTP): shards on other machines may start apart",
+                )
+            });
+        }
+        let until = Instant::now() + wait;
+        while !self.shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
+            let step = until.min(Instant::now() + Duration::from_millis(50));
+            self.timer.sleep_until(step).await;
+        }
+        Ok(())
+    }
+
+    /// Wait for a stop, a completion (when wanted), a batch of records
+    /// (when wanted), or the time given.
+    pub(super) async fn wait(
+        &mut self,
+        until: Until,
+        want_records: bool,
+        want_completions: bool,
+    ) -> Woken {
+        let Dispatcher {
+            control,
+            records,
+            timer,
+            shared,
+            ..
+        } = self;
+        let records = records.as_mut().filter(|_| want_records);
+        tokio::select! {
+            biased;
+            c = control.recv(), if want_completions => Woken::Control(c),
+            () = shared.stop_signal.notified(), if !want_completions => Woken::Stop,
+            r = async {
+                match records {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => Woken::Records(r),
+            () = async {
+                match until {
+                    Until::Precise(at) => timer.sleep_until(at).await,
+                    Until::About(d) => tokio::time::sleep(d).await,
+                }
+            } => Woken::Timer,
+        }
+    }
+
+    pub(super) fn on_wake(&mut self, woken: Woken, schedule: &mut Schedule<Prepared>) {
+        match woken {
+            Woken::Control(Some(c)) => self.handle(c, schedule),
+            // The senders live in `Shared`, which outlives the dispatcher.
+            Woken::Control(None) | Woken::Timer | Woken::Stop => {}
+            Woken::Records(Some(batch)) => self.unread.extend(batch),
+            Woken::Records(None) => self.reader_done = true,
+        }
+    }
+
+    /// Send the warmup records, all at once (up to the concurrency cap),
+    /// and wait for their answers.
+    pub(super) async fn warm_up(&mut self, pace: Pace) -> Result<()> {
+        let cap = pace.max_in_flight().unwrap_or(usize::MAX);
+        let mut in_flight = 0usize;
+        let mut left = self.args.warmup;
+        while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
+            if in_flight >= cap {
+                if let Some(Control::Done { .. }) = self.control.recv().await {
+                    in_flight -= 1;
+                }
+                continue;
+            }
+            match self.read().await {
+                Some(Read::Ready(req)) => {
+                    in_flight += 1;
+                    self.launch(req, 0.0, true);
+                }
+                Some(Read::Unsent(req)) => self.unsent(req, None, true),
+                Some(Read::Origin(_)) => continue,
+                Some(Read::Failed(e)) => {
+                    self.reader_done = true;
+                    self.failure = Some(e);
+                    break;
+                }
+                None => {
+                    self.reader_done = true;
+                    break;
+                }
+            }
+            left -= 1;
+        }
+        while in_flight > 0 {
+            match self.control.recv().await {
+                Some(Control::Done { .. }) => in_flight -= 1,
+                Some(Control::Stop) => {}
+                None => break,
+            }
+        }
+        match self.failure.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The next record, waiting for the reader; `None` when it is done.
+    pub(super) async fn read(&mut self) -> Option<Read> {
+        loop {
+            if let Some(r) = self.unread.pop_front() {
+                return Some(r);
+            }
+            let batch = self.records.as_mut()?.recv().await?;
+            self.unread.extend(batch);
+        }
+    }
+
+    /// Take a record if one is ready; false when none is.
+    pub(super) fn try_take_record(&mut self, schedule: &mut Schedule<Prepared>) -> bool {
+        if self.unread.is_empty() {
+            let Some(rx) = &mut self.records else {
+                self.reader_done = true;
+                return false;
+            };
+            match rx.try_recv() {
+                Ok(batch) => self.unread.extend(batch),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => return false,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                    self.reader_done = true;
+                    return false;
+                }
+            }
+        }
+        match self.unread.pop_front() {
+            Some(r) => {
+                self.accept(r, schedule);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn accept(&mut self, read: Read, schedule: &mut Schedule<Prepared>) {
+        match read {
+            Read::Ready(req) => schedule.push(req),
+            Read::Unsent(req) => self.unsent(req, None, false),
+            Read::Origin(ts) => schedule.set_origin(ts),
+            Read::Failed(e) => {
+                self.reader_done = true;
+                self.failure = Some(e);
+            }
+        }
+    }
+
+    /// --duration reached: read no more; drop what is queued (left out).
+    pub(super) fn stop_reading(&mut self, schedule: &mut Schedule<Prepared>) {
+        self.records = None;
+        self.unread.clear();
+        self.reader_done = true;
+        drop(schedule.drain());
+    }
+
+    pub(super) fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>) {
+        match c {
+            Control::Done {
+                session,
+                at,
+                lag_ms,
+                warmup,
+            } => {
+                if warmup {
+                    return;
+                }
+                schedule.complete(session.as_deref(), ms_between(self.origin, at));
+                self.lag.record(lag_ms);
+                if lag_ms > 5.0 {
+                    self.late += 1;
+                }
+            }
+            Control::Stop => {}
+        }
+    }
+
+    /// `K/N` for results of a shard.
+    pub(super) fn shard_label(&self) -> Option<String> {
+        self.args.shard.map(|(k, n)| format!("{k}/{n}"))
+    }
+
+    /// Start one request; its task runs as soon as the dispatcher waits.
+    pub(super) fn launch(&self, req: Prepared, scheduled_ms: f64, warmup: bool) {
+        let origin = self.origin;
+        let shared = self.shared.clone();
+        let target = self.target.clone();
+        let results = self.results.clone();
+        let mut cancel = self.shared.cancel.subscribe();
+        let shard = self.shard_label();
+        self.shared
+            .counters
+            .sent
+            .fetch_add(u64::from(!warmup), Ordering::Relaxed);
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let sent_ms = ms_between(origin, sent);
+            // Formatted once the answer is in: off the send path.
+            let wall_sent = SystemTime::now();
+            let mut result = skeleton(
+                &req,
+                round_us(scheduled_ms),
+                round_us(sent_ms),
+                String::new(),
+            );
+            result.warmup = warmup;
+            result.shard = shard;
+            let lag_ms = sent_ms - scheduled_ms;
+            shared
+                .counters
+                .lag_us
+                .store((lag_ms.max(0.0) * 1000.0) as u64, Ordering::Relaxed);
+            let cancelled = async move {
+                if cancel.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            // Boxed: the exchange's state is most of the task's size, and
+            // a task is moved whole several times on its way through the
+            // runtime.
+            let mut result = Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
+            result.start_time = crate::time::rfc3339(wall_sent);
+            if target.take_out_of_files() {
+                let limit = target
+                    .open_files_limit
+                    .map_or_else(String::new, |n| format!(" of {n}"));
+                shared.print(|| {
+                    cli::warn(format!(
+                        "connections fail for lack of files: the open-file limit{limit} \
+                         caps the requests in flight; raise it (ulimit -Hn) or cap them \
+                         with --max-concurrency"
+                    ))
+                });
+            }
+            results.send(result);
+            let _ = shared.control.send(Control::Done {
+                session: req.session_id,
+                at: Instant::now(),
+                lag_ms,
+                warmup,
+            });
+        });
+    }
+
+    /// A `cancelled` result for a request never sent.
+    pub(super) fn unsent(&self, req: Prepared, due: Option<f64>, warmup: bool) {
+        let now = ms_between(self.origin, Instant::now());
+        let mut r = skeleton(
+            &req,
+            round_us(due.unwrap_or(now)),
+            round_us(now),
+            crate::time::rfc3339(SystemTime::now()),
+        );
+        r.warmup = warmup;
+        r.shard = self.shard_label();
+        r.error = Some("not sent: the run was stopped".into());
+        self.results.send(r);
+    }
+
+    /// After a stop: `cancelled` results for everything unsent, including
+    /// the records still to be read; then wait for the requests in flight
+    /// (their tasks write their own results).
+    pub(super) async fn cancel_rest(&mut self, schedule: &mut Schedule<Prepared>) {
+        let failed = self.failure.is_some();
+        for (due, req) in schedule.drain() {
+            self.unsent(req, due, false);
+        }
+        if !failed {
+            while let Some(r) = self.read().await {
+                match r {
+                    Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
+                    Read::Failed(e) => {
+                        self.failure = Some(e);
+                        break;
+                    }
+                    Read::Origin(_) => {}
+                }
+            }
+        }
+        self.records = None;
+        self.unread.clear();
+        while schedule.in_flight() > 0 {
+            match self.control.recv().await {
+                Some(c) => self.handle(c, schedule),
+                None => break,
+            }
+        }
+    }
+}
+
+/// Whether the kernel says the clock is synchronized (adjtimex does not
+/// report TIME_ERROR); true where that cannot be read.
+pub(super) fn clock_synchronized() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: adjtimex with modes = 0 only reads the clock's state
+        // into the zeroed struct it is given.
+        let state = unsafe {
+            let mut tx: libc::timex = std::mem::zeroed();
+            libc::adjtimex(&mut tx)
+        };
+        state != libc::TIME_ERROR
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
+    }
+}
+
+pub(super) fn ms_between(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64() * 1000.0
+}

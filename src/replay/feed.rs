@@ -1,0 +1,206 @@
+//! The record feed: records parsed, filtered to the shard, counted against
+//! --warmup and --limit and prepared on the reader thread, ahead of the
+//! schedule.
+
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::Shared;
+use super::args::Args;
+use super::request::{self, BodyOptions, PrepareError, Prepared, PromptSource};
+use crate::cli::Skipper;
+use crate::error::{Error, Result};
+use crate::io::{InputSpec, Lines};
+use crate::prompts::Synthesizer;
+use crate::record::Record;
+
+/// Records read ahead of the schedule (bodies built, prompts synthesized).
+pub(super) const READ_AHEAD: usize = 1024;
+
+/// Records the reader hands over at once when the read-ahead is full.
+pub(super) const READ_BATCH: usize = 64;
+
+/// The synthesizer, loaded on first need.
+pub(super) struct LazyPrompts<'a> {
+    args: &'a Args,
+    synth: Option<Synthesizer>,
+}
+
+impl PromptSource for LazyPrompts<'_> {
+    fn synthesizer(&mut self) -> Result<&Synthesizer> {
+        if self.synth.is_none() {
+            let s = crate::prompts::synthesizer(
+                &self.args.tokenizer,
+                self.args.seed,
+                self.args.block_size,
+                None,
+            )?;
+            self.synth = Some(s);
+        }
+        Ok(self.synth.as_ref().expect("just set"))
+    }
+}
+
+/// What the reader hands the dispatcher.
+pub(super) enum Read {
+    /// A request ready to send.
+    Ready(Prepared),
+    /// A record read after the run was stopped: only its labels.
+    Unsent(Prepared),
+    /// A record that stops the run.
+    Failed(Error),
+    /// The timestamp the schedule counts from (a shard's whole trace's).
+    Origin(f64),
+}
+
+/// The records a run takes on, in order: parsed, filtered to the shard,
+/// counted against --warmup and --limit, and prepared (or, once the run is
+/// stopping, only outlined). Shared by the run and --dry-run.
+pub(super) struct Feed<'a> {
+    args: &'a Args,
+    opts: &'a BodyOptions,
+    lines: Lines,
+    prompts: LazyPrompts<'a>,
+    skipper: Skipper,
+    /// Position of the next record in the input.
+    index: u64,
+    /// Records taken on so far.
+    taken: u64,
+    /// Timestamp of the input's first record.
+    pub(super) first_timestamp: Option<f64>,
+    ended: bool,
+}
+
+impl<'a> Feed<'a> {
+    pub(super) fn new(args: &'a Args, inputs: &[InputSpec], opts: &'a BodyOptions) -> Feed<'a> {
+        Feed {
+            args,
+            opts,
+            lines: Lines::new(inputs),
+            prompts: LazyPrompts { args, synth: None },
+            skipper: Skipper::new(&args.skip_invalid),
+            index: 0,
+            taken: 0,
+            first_timestamp: None,
+            ended: false,
+        }
+    }
+
+    /// The next record to take on; `outline_only` skips building the body.
+    /// Errors are records that stop the run (or unreadable input).
+    pub(super) fn next(&mut self, outline_only: bool) -> Result<Option<Prepared>> {
+        let wanted = self.args.limit.map(|n| n.saturating_add(self.args.warmup));
+        loop {
+            let line = match wanted {
+                Some(w) if self.taken >= w => None,
+                _ => self.lines.next_line()?,
+            };
+            let Some((loc, line)) = line else {
+                if !self.ended {
+                    self.ended = true;
+                    self.skipper.finish();
+                }
+                return Ok(None);
+            };
+            let rec = match Record::parse_at(line, &loc) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    self.skipper.skip(e)?;
+                    continue;
+                }
+            };
+            let index = self.index;
+            self.index += 1;
+            if self.first_timestamp.is_none() {
+                self.first_timestamp = rec.timestamp().ok().flatten();
+            }
+            if let Some((k, n)) = self.args.shard {
+                let session = rec.session_id().ok().flatten();
+                if crate::shard::shard_of(session.as_deref(), index, n) != k - 1 {
+                    continue;
+                }
+            }
+            let prepared = if outline_only {
+                Ok(
+                    request::outline(&rec, index, self.opts).unwrap_or_else(|_| Prepared {
+                        index,
+                        ..Prepared::default()
+                    }),
+                )
+            } else {
+                request::prepare(&rec, index, self.opts, &mut self.prompts)
+            };
+            match prepared {
+                Ok(p) => {
+                    self.taken += 1;
+                    return Ok(Some(p));
+                }
+                Err(PrepareError::Record(e)) => self.skipper.skip(e.at(&loc))?,
+                Err(PrepareError::Fatal(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether the last record taken is a warmup one.
+    pub(super) fn in_warmup(&self) -> bool {
+        self.taken <= self.args.warmup
+    }
+}
+
+/// The reader thread: parse and prepare records ahead of the schedule.
+///
+/// Records go over in batches: one at a time while the dispatcher has room
+/// for them, gathered up to `READ_BATCH` once the read-ahead is full, so
+/// that keeping it full costs one wakeup of each thread per batch rather
+/// than per record.
+pub(super) fn read_records(
+    args: &Args,
+    inputs: &[InputSpec],
+    opts: &BodyOptions,
+    out: tokio::sync::mpsc::Sender<Vec<Read>>,
+    shared: &Shared,
+) {
+    let mut feed = Feed::new(args, inputs, opts);
+    let mut origin_sent = false;
+    let mut batch = Vec::new();
+    loop {
+        let stopping = shared.stopping.load(Ordering::SeqCst);
+        let msg = match feed.next(stopping) {
+            Ok(Some(p)) if stopping => Read::Unsent(p),
+            Ok(Some(p)) => Read::Ready(p),
+            Ok(None) => break,
+            Err(e) => Read::Failed(e),
+        };
+        // Shards of one trace share its origin, so that they line up.
+        if args.shard.is_some() && !origin_sent && !feed.in_warmup() {
+            origin_sent = true;
+            if let Some(ts) = feed.first_timestamp {
+                batch.push(Read::Origin(ts));
+            }
+        }
+        let failed = matches!(msg, Read::Failed(_));
+        batch.push(msg);
+        if failed {
+            break;
+        }
+        if batch.len() >= READ_BATCH {
+            if out.blocking_send(std::mem::take(&mut batch)).is_err() {
+                return;
+            }
+            continue;
+        }
+        match out.try_send(std::mem::take(&mut batch)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(b)) => batch = b,
+            Err(TrySendError::Closed(_)) => return,
+        }
+    }
+    if feed.ended {
+        let total = feed.taken.saturating_sub(args.warmup);
+        shared.counters.total.store(total, Ordering::Relaxed);
+    }
+    if !batch.is_empty() {
+        let _ = out.blocking_send(batch);
+    }
+}

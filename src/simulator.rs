@@ -1,0 +1,454 @@
+//! The simulated server behind trace-sim and `trace-replay --sim`: a small
+//! OpenAI-compatible server with a latency model users can reason about,
+//! for demos, tests and dry runs.
+//!
+//! Tokens are whitespace-separated words of the prompt (or the ids of a
+//! token-id prompt). TTFT = base + prefill per uncached prompt token, with
+//! a prefix cache of 512-token blocks; then one chunk per output token, at
+//! an ITL that grows with the number of requests in flight.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use lru::LruCache;
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::hash::{mix, stable_hash, unit_interval};
+
+/// Tokens per prefix-cache block.
+const CACHE_BLOCK: usize = 512;
+
+/// The latency model and fault injection.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimOptions {
+    /// Model name reported by /v1/models.
+    #[arg(long = "model", default_value = "sim")]
+    pub model_name: String,
+
+    /// Base time to first token, ms.
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    pub ttft_ms: f64,
+
+    /// Prefill time per uncached prompt token, µs.
+    #[arg(long, value_name = "US", default_value_t = 20.0)]
+    pub prefill_us: f64,
+
+    /// Time between output tokens with one request in flight, ms.
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub itl_ms: f64,
+
+    /// Growth of the ITL per extra request in flight (0.01 = 1 % each).
+    #[arg(long, value_name = "F", default_value_t = 0.01)]
+    pub batch_slope: f64,
+
+    /// Prefix cache size, in 512-token blocks (0 disables it).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub cache_blocks: usize,
+
+    /// Share of requests answered with HTTP 500.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub error_rate: f64,
+
+    /// Share of streamed answers cut off half-way (connection closed).
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub disconnect_rate: f64,
+
+    /// Wait this long before the first byte of every response, ms.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub stall_ms: f64,
+
+    /// Seed of the fault draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Log each request's arrival to FILE: microseconds since the Unix
+    /// epoch, one line per request, for checking a client's timing.
+    #[arg(long, value_name = "FILE")]
+    pub arrivals: Option<std::path::PathBuf>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            model_name: "sim".into(),
+            ttft_ms: 20.0,
+            prefill_us: 20.0,
+            itl_ms: 5.0,
+            batch_slope: 0.01,
+            cache_blocks: 10_000,
+            error_rate: 0.0,
+            disconnect_rate: 0.0,
+            stall_ms: 0.0,
+            seed: 1,
+            arrivals: None,
+        }
+    }
+}
+
+struct Sim {
+    opts: SimOptions,
+    cache: Option<Mutex<LruCache<u64, ()>>>,
+    in_flight: AtomicUsize,
+    requests: AtomicU64,
+    arrivals: Option<Mutex<std::io::LineWriter<std::fs::File>>>,
+}
+
+/// A running server.
+pub struct Server {
+    /// `http://ADDR`, without a trailing slash.
+    pub url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+/// Bind and serve on the current tokio runtime, in the background.
+pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
+    let listener = tokio::net::TcpListener::bind((host, port))
+        .await
+        .map_err(|e| {
+            Error::msg(format!(
+                "cannot bind {host}:{port}: {}",
+                crate::error::io_message(&e)
+            ))
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::msg(format!("cannot read the bound address: {e}")))?;
+    let cache = NonZeroUsize::new(opts.cache_blocks).map(|n| Mutex::new(LruCache::new(n)));
+    let arrivals = match &opts.arrivals {
+        Some(path) => Some(Mutex::new(std::io::LineWriter::new(
+            std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?,
+        ))),
+        None => None,
+    };
+    let sim = Arc::new(Sim {
+        opts,
+        cache,
+        in_flight: AtomicUsize::new(0),
+        requests: AtomicU64::new(0),
+        arrivals,
+    });
+    let app = Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/v1/models", get(models))
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .with_state(sim);
+    // Small chunks must leave at once: with Nagle's algorithm a token
+    // could wait for the client's delayed ACK (40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(Server {
+        url: format!("http://{addr}"),
+        addr,
+    })
+}
+
+async fn models(State(sim): State<Arc<Sim>>) -> Response {
+    axum::Json(json!({
+        "object": "list",
+        "data": [{"id": sim.opts.model_name, "object": "model", "owned_by": "tracekit"}]
+    }))
+    .into_response()
+}
+
+async fn completions(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
+    answer(sim, body, false).await
+}
+
+async fn chat(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
+    answer(sim, body, true).await
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
+}
+
+/// Prompt tokens: words of the text, or the ids of a token-id prompt.
+fn prompt_tokens(req: &Value, chat: bool) -> Option<Vec<u64>> {
+    let words = |text: &str, out: &mut Vec<u64>| {
+        out.extend(
+            text.split_whitespace()
+                .map(|w| stable_hash(0, w.as_bytes())),
+        );
+    };
+    let mut out = Vec::new();
+    if chat {
+        for m in req.get("messages")?.as_array()? {
+            match m.get("content") {
+                Some(Value::String(s)) => words(s, &mut out),
+                Some(Value::Array(parts)) => {
+                    for p in parts {
+                        if let Some(t) = p.get("text").and_then(Value::as_str) {
+                            words(t, &mut out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    } else {
+        match req.get("prompt")? {
+            Value::String(s) => words(s, &mut out),
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::Number(n) => out.push(n.as_u64()?),
+                        Value::String(s) => words(s, &mut out),
+                        _ => return None,
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+impl Sim {
+    /// Look up and insert the prompt's blocks; returns cached tokens.
+    fn cached_tokens(&self, tokens: &[u64]) -> u64 {
+        let Some(cache) = &self.cache else {
+            return 0;
+        };
+        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut key = 0u64;
+        let mut hits = 0u64;
+        let mut prefix = true;
+        for block in tokens.chunks(CACHE_BLOCK) {
+            if block.len() < CACHE_BLOCK {
+                break;
+            }
+            for &t in block {
+                key = mix(key ^ t);
+            }
+            let hit = cache.get(&key).is_some();
+            if prefix && hit {
+                hits += CACHE_BLOCK as u64;
+            } else {
+                prefix = false;
+                cache.put(key, ());
+            }
+        }
+        hits
+    }
+
+    fn draw(&self, n: u64, what: u64) -> f64 {
+        unit_interval(mix(self.opts.seed ^ mix(n) ^ mix(what)))
+    }
+}
+
+struct InFlight(Arc<Sim>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
+    if let Some(log) = &sim.arrivals {
+        use std::io::Write;
+        let us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{us}");
+    }
+    let n = sim.requests.fetch_add(1, Ordering::Relaxed);
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return error_response(StatusCode::BAD_REQUEST, "the body is not a JSON object"),
+    };
+    let Some(tokens) = prompt_tokens(&req, chat) else {
+        let what = if chat { "messages" } else { "prompt" };
+        return error_response(StatusCode::BAD_REQUEST, &format!("missing or bad `{what}`"));
+    };
+    let max_tokens = req
+        .get("max_completion_tokens")
+        .or_else(|| req.get("max_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(16)
+        .max(1);
+    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let usage_in_stream = req
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let model = req
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(&sim.opts.model_name)
+        .to_string();
+
+    if sim.opts.stall_ms > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(sim.opts.stall_ms / 1000.0)).await;
+    }
+    if sim.draw(n, 1) < sim.opts.error_rate {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(
+                json!({"error": {"message": "simulated server error", "type": "server_error"}}),
+            ),
+        )
+            .into_response();
+    }
+    let cached = sim.cached_tokens(&tokens);
+    let prompt = tokens.len() as u64;
+    let ttft = sim.opts.ttft_ms + sim.opts.prefill_us * (prompt - cached) as f64 / 1000.0;
+    let usage = json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": max_tokens,
+        "total_tokens": prompt + max_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    });
+    let id = format!("cmpl-{n}");
+    sim.in_flight.fetch_add(1, Ordering::Relaxed);
+    let guard = InFlight(sim.clone());
+    let cut_at = (sim.draw(n, 2) < sim.opts.disconnect_rate).then_some(max_tokens / 2);
+
+    if !stream {
+        tokio::time::sleep(Duration::from_secs_f64(ttft / 1000.0)).await;
+        for _ in 1..max_tokens {
+            tokio::time::sleep(itl(&sim)).await;
+        }
+        drop(guard);
+        let text = words(n, max_tokens);
+        let choice = if chat {
+            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+        } else {
+            json!({"index": 0, "text": text, "finish_reason": "length"})
+        };
+        let object = if chat {
+            "chat.completion"
+        } else {
+            "text_completion"
+        };
+        return axum::Json(json!({
+            "id": id, "object": object, "created": 0, "model": model,
+            "choices": [choice], "usage": usage,
+        }))
+        .into_response();
+    }
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(async move {
+        let _guard = guard;
+        let object = if chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let chunk = |choice: Value, usage: Option<&Value>| {
+            let mut c = json!({"id": id, "object": object, "created": 0, "model": model,
+                               "choices": [choice]});
+            if choice_is_empty(&c) {
+                c["choices"] = json!([]);
+            }
+            if let Some(u) = usage {
+                c["usage"] = u.clone();
+            }
+            Bytes::from(format!("data: {c}\n\n"))
+        };
+        let delta = |text: &str, finish: Option<&str>| {
+            if chat {
+                json!({"index": 0, "delta": {"content": text}, "finish_reason": finish})
+            } else {
+                json!({"index": 0, "text": text, "finish_reason": finish})
+            }
+        };
+        // vLLM's first chat chunk carries the role and no content.
+        if chat
+            && tx
+                .send(Ok(chunk(
+                    json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
+                    None,
+                )))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs_f64(ttft / 1000.0)).await;
+        for k in 0..max_tokens {
+            if k > 0 {
+                tokio::time::sleep(itl(&sim)).await;
+            }
+            if cut_at == Some(k) {
+                let _ = tx
+                    .send(Err(std::io::Error::other("simulated disconnect")))
+                    .await;
+                return;
+            }
+            let finish = (k + 1 == max_tokens).then_some("length");
+            let word = format!("{} ", word(n, k));
+            if tx
+                .send(Ok(chunk(delta(&word, finish), None)))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        if usage_in_stream {
+            let _ = tx.send(Ok(chunk(Value::Null, Some(&usage)))).await;
+        }
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn choice_is_empty(chunk: &Value) -> bool {
+    chunk["choices"][0].is_null()
+}
+
+fn itl(sim: &Sim) -> Duration {
+    let n = sim.in_flight.load(Ordering::Relaxed).max(1) as f64;
+    Duration::from_secs_f64(sim.opts.itl_ms * (1.0 + sim.opts.batch_slope * (n - 1.0)) / 1000.0)
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "model",
+    "answers",
+    "with",
+    "simulated",
+    "tokens",
+    "at",
+    "a",
+    "steady",
+    "pace",
+];
+
+fn word(n: u64, k: u64) -> &'static str {
+    WORDS[((n + k) % WORDS.len() as u64) as usize]
+}
+
+fn words(n: u64, count: u64) -> String {
+    (0..count).map(|k| word(n, k)).collect::<Vec<_>>().join(" ")
+}
