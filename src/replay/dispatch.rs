@@ -13,7 +13,7 @@ use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read};
 use super::output::Results;
 use super::request::Prepared;
-use super::schedule::{Pace, Schedule};
+use super::schedule::{Completed, Pace, Schedule};
 use super::timer::Timer;
 use crate::cli;
 use crate::error::{Error, Result};
@@ -24,10 +24,15 @@ use crate::stats::Dist;
 /// spins: a sleeping thread wakes some microseconds late.
 pub(super) const SPIN: Duration = Duration::from_micros(20);
 
+/// Unknown `after` ids warned of one by one; the rest are counted at the end.
+pub(super) const MAX_UNKNOWN_WARNINGS: u64 = 10;
+
 /// What the runtime's tasks and the signal handler tell the dispatcher.
 pub(super) enum Control {
     /// A request completed.
     Done {
+        key: u64,
+        id: Option<String>,
         session: Option<String>,
         at: Instant,
         lag_ms: f64,
@@ -74,6 +79,8 @@ pub(super) struct Dispatcher<'a> {
     pub(super) lag: Dist,
     /// Requests sent more than 5 ms after they were due.
     pub(super) late: u64,
+    /// `after` ids that named no earlier record.
+    pub(super) unknown_after: u64,
     /// Start of the run (of the warmup, before it).
     pub(super) origin: Instant,
 }
@@ -330,7 +337,22 @@ impl Dispatcher<'_> {
 
     pub(super) fn accept(&mut self, read: Read, schedule: &mut Schedule<Prepared>) {
         match read {
-            Read::Ready(req) => schedule.push(req),
+            Read::Ready(req) => {
+                schedule.push(req);
+                for u in schedule.take_unknown() {
+                    self.unknown_after += 1;
+                    if self.unknown_after <= MAX_UNKNOWN_WARNINGS {
+                        self.shared.print(|| {
+                            cli::warn(format!(
+                                "record {}: `after` names `{}`, which no earlier record of this run has \
+                                 (sliced away?): it is scheduled as if it had no such dependency",
+                                u.key + 1,
+                                u.id
+                            ))
+                        });
+                    }
+                }
+            }
             Read::Unsent(req) => self.unsent(req, None, false),
             Read::Origin(ts) => schedule.set_origin(ts),
             Read::Failed(e) => {
@@ -351,6 +373,8 @@ impl Dispatcher<'_> {
     pub(super) fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>) {
         match c {
             Control::Done {
+                key,
+                id,
                 session,
                 at,
                 lag_ms,
@@ -359,7 +383,12 @@ impl Dispatcher<'_> {
                 if warmup {
                     return;
                 }
-                schedule.complete(session.as_deref(), ms_between(self.origin, at));
+                let done = Completed {
+                    key,
+                    id: id.as_deref(),
+                    session: session.as_deref(),
+                };
+                schedule.complete(Some(done), ms_between(self.origin, at));
                 self.lag.record(lag_ms);
                 if lag_ms > 5.0 {
                     self.late += 1;
@@ -428,6 +457,8 @@ impl Dispatcher<'_> {
             }
             results.send(result);
             let _ = shared.control.send(Control::Done {
+                key: req.index,
+                id: req.id,
                 session: req.session_id,
                 at: Instant::now(),
                 lag_ms,

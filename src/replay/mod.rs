@@ -37,7 +37,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use self::args::{CONNECT_TIMEOUT, body_options, ca_certificates, headers, request_url};
-use self::dispatch::{Control, Dispatcher, ms_between};
+use self::dispatch::{Control, Dispatcher, MAX_UNKNOWN_WARNINGS, ms_between};
 use self::dry_run::dry_run;
 use self::exchange::Target;
 use self::feed::{READ_AHEAD, READ_BATCH, read_records};
@@ -239,14 +239,24 @@ pub fn run(args: &Args) -> Result<Outcome> {
             failure: None,
             lag: Dist::default(),
             late: 0,
+            unknown_after: 0,
             origin: Instant::now(),
         };
         let ended = runtime.block_on(dispatcher.run(&run_start));
         progress_done.store(true, Ordering::SeqCst);
         let Dispatcher {
-            failure, lag, late, ..
+            failure,
+            lag,
+            late,
+            unknown_after,
+            ..
         } = dispatcher;
         let _ = reader.join();
+        if unknown_after > MAX_UNKNOWN_WARNINGS {
+            cli::warn(format!(
+                "{unknown_after} `after` ids in all named no earlier record of this run (the first {MAX_UNKNOWN_WARNINGS} are listed above)"
+            ));
+        }
         (ended, failure, lag, late)
     });
     signal.abort();

@@ -56,8 +56,11 @@ pub struct Prepared {
     pub output_length: Option<u64>,
     /// Trace timestamp, ms.
     pub timestamp: Option<f64>,
-    /// Session delay after the previous turn completed, ms.
+    /// Wait after the dependencies (or the previous turn of the session)
+    /// completed, ms.
     pub delay: Option<f64>,
+    /// The ids of earlier records this one waits for.
+    pub after: Vec<String>,
 }
 
 /// Lazily loaded synthesizer: only traces without prompts need one.
@@ -86,12 +89,38 @@ pub fn outline(
         output_length: rec.output_length()?,
         timestamp: rec.timestamp()?,
         delay: rec.delay()?,
+        after: after(rec)?,
     })
 }
 
+/// `after`: an array of the ids of earlier records.
+fn after(rec: &Record) -> std::result::Result<Vec<String>, FieldError> {
+    match rec.get("after") {
+        None => Ok(Vec::new()),
+        Some(raw) => serde_json::from_str::<Vec<String>>(raw.get()).map_err(|_| {
+            FieldError::new(
+                "after",
+                format!(
+                    "expected an array of record ids (strings), found {}",
+                    crate::error::quote_value(raw.get())
+                ),
+            )
+        }),
+    }
+}
+
 impl super::schedule::Turn for Prepared {
+    fn key(&self) -> u64 {
+        self.index
+    }
     fn timestamp(&self) -> Option<f64> {
         self.timestamp
+    }
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn after(&self) -> &[String] {
+        &self.after
     }
     fn session(&self) -> Option<&str> {
         self.session_id.as_deref()

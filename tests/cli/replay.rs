@@ -1092,3 +1092,69 @@ fn a_progress_bar_on_a_terminal() {
     let text = std::fs::read_to_string(dir.join("out.ndjson")).unwrap();
     assert_eq!(text.lines().count(), 50);
 }
+
+#[test]
+fn dependencies_fan_out_and_join_after_the_calls_they_name() {
+    // An agent's calls: c0, then c1 and c2 in parallel after it, then c3
+    // after both; c4 has a timestamp and no dependency.
+    let input = trace(&[
+        json!({"id": "c0", "timestamp": 0, "text_input": "plan the work", "output_length": 8}),
+        json!({"id": "c1", "after": ["c0"], "delay": 15, "text_input": "tool one", "output_length": 4}),
+        json!({"id": "c2", "after": ["c0"], "text_input": "tool two", "output_length": 12}),
+        json!({"id": "c3", "after": ["c1", "c2"], "delay": 5, "text_input": "join", "output_length": 2}),
+        json!({"id": "c4", "timestamp": 10, "text_input": "other user", "output_length": 2}),
+    ]);
+    let run = replay(&["--sim"], &input);
+    run.code(0);
+    let r = by_index(&run, 5);
+    let end = |i: u64| ms(&r[&i]["sent_ms"]) + ms(&r[&i]["e2e_ms"]);
+    let scheduled = |i: u64| ms(&r[&i]["scheduled_ms"]);
+    // Due from the dependency's completion plus the delay (the completion
+    // is seen a little after the last byte: never before it).
+    assert!(scheduled(1) >= end(0) + 15.0 - 0.01, "{r:?}");
+    assert!(scheduled(2) >= end(0) - 0.01, "{r:?}");
+    assert!(scheduled(2) < scheduled(1), "{r:?}");
+    assert!(scheduled(3) >= end(1).max(end(2)) + 5.0 - 0.01, "{r:?}");
+    assert_eq!(scheduled(4), 10.0);
+    for x in r.values() {
+        assert!(ms(&x["sent_ms"]) >= ms(&x["scheduled_ms"]), "{x}");
+    }
+
+    let run = replay(&["--dry-run"], &input);
+    run.ok();
+    let lines = run.json_lines();
+    let pick = |i: usize, k: &str| lines[i].get(k).cloned().unwrap_or(Value::Null);
+    assert_eq!(pick(0, "scheduled_ms"), json!(0.0));
+    assert_eq!(pick(1, "scheduled_ms"), Value::Null);
+    assert_eq!(
+        (pick(1, "after"), pick(1, "after_ms")),
+        (json!(["c0"]), json!(15.0))
+    );
+    assert_eq!(
+        (pick(2, "after"), pick(2, "after_ms")),
+        (json!(["c0"]), json!(0.0))
+    );
+    assert_eq!(
+        (pick(3, "after"), pick(3, "after_ms")),
+        (json!(["c1", "c2"]), json!(5.0))
+    );
+    assert_eq!(pick(4, "scheduled_ms"), json!(10.0));
+}
+
+#[test]
+fn an_after_id_missing_from_the_trace_is_warned_of_and_ignored() {
+    let input = trace(&[
+        json!({"id": "b", "timestamp": 0, "after": ["a"], "text_input": "x", "output_length": 1}),
+    ]);
+    let run = replay(&["--sim"], &input);
+    run.code(0);
+    assert!(
+        run.stderr.starts_with(
+            "trace-replay: warning: record 1: `after` names `a`, which no earlier record of this \
+             run has (sliced away?): it is scheduled as if it had no such dependency\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(by_index(&run, 1)[&0]["status"], "ok");
+}
