@@ -9,6 +9,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Shared;
 use super::args::Args;
+use super::conversation::{self, Kept, Parent, Transcript};
 use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read};
 use super::output::Results;
@@ -34,6 +35,8 @@ pub(super) enum Control {
         key: u64,
         id: Option<String>,
         session: Option<String>,
+        /// Its conversation, for the turns that may continue it.
+        conversation: Option<Vec<u8>>,
         at: Instant,
         lag_ms: f64,
         warmup: bool,
@@ -81,6 +84,10 @@ pub(super) struct Dispatcher<'a> {
     pub(super) late: u64,
     /// `after` ids that named no earlier record.
     pub(super) unknown_after: u64,
+    /// Conversations later delta turns may continue.
+    pub(super) kept: Kept,
+    /// Delta turns whose conversation was not kept.
+    pub(super) lost_parents: u64,
     /// Start of the run (of the warmup, before it).
     pub(super) origin: Instant,
 }
@@ -376,12 +383,18 @@ impl Dispatcher<'_> {
                 key,
                 id,
                 session,
+                conversation,
                 at,
                 lag_ms,
                 warmup,
             } => {
                 if warmup {
                     return;
+                }
+                // Kept before the turns waiting for it are released.
+                if let Some(c) = conversation {
+                    self.kept
+                        .keep(id.as_deref(), session.as_deref(), Arc::new(c));
                 }
                 let done = Completed {
                     key,
@@ -404,7 +417,10 @@ impl Dispatcher<'_> {
     }
 
     /// Start one request; its task runs as soon as the dispatcher waits.
-    pub(super) fn launch(&self, req: Prepared, scheduled_ms: f64, warmup: bool) {
+    pub(super) fn launch(&mut self, mut req: Prepared, scheduled_ms: f64, warmup: bool) {
+        if let Some(parent) = req.parent.take() {
+            self.continue_conversation(&mut req, &parent);
+        }
         let origin = self.origin;
         let shared = self.shared.clone();
         let target = self.target.clone();
@@ -441,8 +457,20 @@ impl Dispatcher<'_> {
             // Boxed: the exchange's state is most of the task's size, and
             // a task is moved whole several times on its way through the
             // runtime.
-            let mut result = Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
+            let (mut result, transcript) =
+                Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
             result.start_time = crate::time::rfc3339(wall_sent);
+            // What a later turn continues: the messages sent, the answer.
+            let conversation = match (req.keep, req.messages_span) {
+                (true, Some((start, end))) => {
+                    let answer = transcript.and_then(Transcript::message);
+                    Some(conversation::continued(
+                        &req.body[start..end],
+                        answer.as_ref(),
+                    ))
+                }
+                _ => None,
+            };
             if target.take_out_of_files() {
                 let limit = target
                     .open_files_limit
@@ -460,11 +488,45 @@ impl Dispatcher<'_> {
                 key: req.index,
                 id: req.id,
                 session: req.session_id,
+                conversation,
                 at: Instant::now(),
                 lag_ms,
                 warmup,
             });
         });
+    }
+
+    /// A delta turn: its body gets the conversation it continues, as sent
+    /// and answered. Without one (its parent failed to start, was never
+    /// kept, or the turn opens its session) it goes with its own messages.
+    fn continue_conversation(&mut self, req: &mut Prepared, parent: &Parent) {
+        let Some(span) = req.messages_span else {
+            return;
+        };
+        match self.kept.get(parent) {
+            Some(messages) => {
+                let body = conversation::splice(&req.body, span, &messages);
+                let added = body.len() - req.body.len();
+                req.messages_span = Some((span.0, span.1 + added));
+                req.body = body.into();
+            }
+            None => {
+                if let Parent::Id(id) = parent {
+                    self.lost_parents += 1;
+                    if self.lost_parents <= MAX_UNKNOWN_WARNINGS {
+                        self.shared.print(|| {
+                            cli::warn(format!(
+                                "record {}: the conversation of `{id}`, which this delta turn \
+                                 continues, is not kept (it had no `messages`, or more than {} \
+                                 conversations came after it): only the turn's own messages are sent",
+                                req.index + 1,
+                                conversation::MAX_KEPT
+                            ))
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// A `cancelled` result for a request never sent.

@@ -9,6 +9,7 @@ use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 
 use super::answer::Answer;
+use super::conversation::Transcript;
 use super::plain::{BodyReader, Failure, Plain, reset_or_broken};
 use super::request::Prepared;
 use super::sse::SseParser;
@@ -55,6 +56,9 @@ pub struct Measure {
     pub finish_reason: Option<String>,
     pub error: Option<String>,
     pub done: bool,
+    /// The answer's text and tool calls, for requests a later turn may
+    /// continue.
+    pub transcript: Option<Transcript>,
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -107,6 +111,9 @@ impl Measure {
         }
         if data.is_empty() {
             return;
+        }
+        if let Some(t) = &mut self.transcript {
+            t.take(data);
         }
         match Answer::parse(data) {
             Ok(a) => self.take_answer(a, at_ms, false),
@@ -327,6 +334,9 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         }
         return;
     }
+    if let Some(t) = m.transcript.as_mut().filter(|_| status.is_success()) {
+        t.take(&whole);
+    }
     match Answer::parse(&whole) {
         Ok(a) => m.take_answer(a, end, status.is_success()),
         Err(_) if status.is_success() => {
@@ -382,14 +392,18 @@ pub enum Ending {
 
 /// Send one request and measure it; never fails: every outcome is a result.
 /// `cancel` completes when the run stops; the partial timings are kept.
+/// For a request a later turn may continue, the answer's transcript too.
 pub async fn send(
     target: &Target,
     req: &Prepared,
     mut result: ResultRecord,
     sent: Instant,
     cancel: impl std::future::Future<Output = ()>,
-) -> ResultRecord {
-    let mut m = Measure::default();
+) -> (ResultRecord, Option<Transcript>) {
+    let mut m = Measure {
+        transcript: req.keep.then(Transcript::default),
+        ..Measure::default()
+    };
     let ending = {
         let exchange = exchange(target, req, sent, &mut m);
         let limited = async {
@@ -409,8 +423,9 @@ pub async fn send(
             () = cancel => Ending::Cancelled,
         }
     };
+    let transcript = m.transcript.take().filter(|_| ending == Ending::Finished);
     fill(&mut result, m, ending);
-    result
+    (result, transcript)
 }
 
 /// Copy the measurements into the result and decide its status.

@@ -15,6 +15,7 @@
 
 pub mod answer;
 mod args;
+pub mod conversation;
 mod dispatch;
 mod dry_run;
 pub mod exchange;
@@ -240,6 +241,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
             lag: Dist::default(),
             late: 0,
             unknown_after: 0,
+            kept: Default::default(),
+            lost_parents: 0,
             origin: Instant::now(),
         };
         let ended = runtime.block_on(dispatcher.run(&run_start));

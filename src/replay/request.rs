@@ -5,6 +5,7 @@ use std::io::Write;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::conversation::Parent;
 use crate::error::FieldError;
 use crate::json;
 use crate::prompts::{Synthesizer, prompt_for};
@@ -61,6 +62,12 @@ pub struct Prepared {
     pub delay: Option<f64>,
     /// The ids of earlier records this one waits for.
     pub after: Vec<String>,
+    /// Where the body's `messages` stand (chat requests), byte offsets.
+    pub messages_span: Option<(usize, usize)>,
+    /// A later turn may continue this conversation: keep its answer.
+    pub keep: bool,
+    /// `message_mode: "delta"`: the conversation this turn continues.
+    pub parent: Option<Parent>,
 }
 
 /// Lazily loaded synthesizer: only traces without prompts need one.
@@ -90,7 +97,23 @@ pub fn outline(
         timestamp: rec.timestamp()?,
         delay: rec.delay()?,
         after: after(rec)?,
+        ..Prepared::default()
     })
+}
+
+/// `message_mode`: true for `"delta"`, false for `"history"` or absent.
+fn is_delta(rec: &Record) -> std::result::Result<bool, FieldError> {
+    match rec.get("message_mode") {
+        None => Ok(false),
+        Some(raw) => match record::string("message_mode", raw)?.as_ref() {
+            "history" => Ok(false),
+            "delta" => Ok(true),
+            other => Err(FieldError::new(
+                "message_mode",
+                format!("expected \"history\" or \"delta\", found \"{other}\""),
+            )),
+        },
+    }
 }
 
 /// `after`: an array of the ids of earlier records.
@@ -137,7 +160,31 @@ pub fn prepare(
     opts: &BodyOptions,
     prompts: &mut dyn PromptSource,
 ) -> std::result::Result<Prepared, PrepareError> {
-    let base = outline(rec, index, opts)?;
+    let mut base = outline(rec, index, opts)?;
+    if is_delta(rec)? {
+        if opts.endpoint != Endpoint::Chat || rec.get("messages").is_none() {
+            return Err(FieldError::new(
+                "message_mode",
+                "\"delta\" continues a chat conversation: it needs `messages` and --endpoint chat",
+            )
+            .into());
+        }
+        base.parent = match (base.after.first(), &base.session_id) {
+            (Some(id), _) => Some(Parent::Id(id.clone())),
+            (None, Some(s)) => Some(Parent::Session(s.clone())),
+            (None, None) => {
+                return Err(FieldError::new(
+                    "message_mode",
+                    "\"delta\" needs a conversation to continue: give `after` or `session_id`",
+                )
+                .into());
+            }
+        };
+        // A delta turn is sent once the turn it continues has completed.
+        if base.after.is_empty() && base.delay.is_none() {
+            base.delay = Some(0.0);
+        }
+    }
     let model = base.model.clone();
     let output_length = base.output_length;
     if let Some(payload) = rec.get("payload") {
@@ -207,7 +254,9 @@ pub fn prepare(
     if let Some(m) = &model {
         body.field("model", |out| json::write_str(out, m));
     }
+    let start = body.len_after_key(prompt_key);
     body.field(prompt_key, |out| prompt.write(out));
+    let messages_span = (prompt_key == "messages").then(|| (start, body.len()));
     if let Some(tools) = tools {
         body.field("tools", |out| out.extend_from_slice(tools.get().as_bytes()));
     }
@@ -236,9 +285,12 @@ pub fn prepare(
             out.extend_from_slice(br#"{"include_usage":true}"#)
         });
     }
+    let keep = messages_span.is_some() && (base.id.is_some() || base.session_id.is_some());
     Ok(Prepared {
         body: body.finish().into(),
         stream,
+        messages_span,
+        keep,
         ..base
     })
 }
@@ -276,6 +328,16 @@ impl<'a> BodyWriter<'a> {
             None => write(&mut self.out),
         }
         self.written.push(key);
+    }
+
+    /// The body's length once `key` is written: where its value starts.
+    fn len_after_key(&self, key: &str) -> usize {
+        // `{` or `,`, the quoted key (no escapes in ours), `:`.
+        self.out.len() + 1 + key.len() + 2 + 1
+    }
+
+    fn len(&self) -> usize {
+        self.out.len()
     }
 
     fn key(&mut self, key: &str) {

@@ -1158,3 +1158,97 @@ fn an_after_id_missing_from_the_trace_is_warned_of_and_ignored() {
     );
     assert_eq!(by_index(&run, 1)[&0]["status"], "ok");
 }
+
+/// Answers by the conversation's last message: the first turn gets text
+/// and a tool call, in pieces when streamed; the second and third text.
+fn conversation_answer(body: &str) -> Answer {
+    let stream = body.contains(r#""stream":true"#);
+    let (pieces, whole): (Vec<Value>, Value) = if body.contains("turn three") {
+        (
+            vec![json!({"content": "Bye"})],
+            json!({"role": "assistant", "content": "Bye"}),
+        )
+    } else if body.contains("sunny") {
+        (
+            vec![json!({"content": "It is "}), json!({"content": "sunny"})],
+            json!({"role": "assistant", "content": "It is sunny"}),
+        )
+    } else {
+        let call = |args: &str, first: bool| {
+            let mut c = json!({"index": 0, "function": {"arguments": args}});
+            if first {
+                c["id"] = json!("call_1");
+                c["type"] = json!("function");
+                c["function"]["name"] = json!("get_weather");
+            }
+            json!({"tool_calls": [c]})
+        };
+        (
+            vec![
+                json!({"role": "assistant", "content": ""}),
+                json!({"reasoning_content": "the user wants weather"}),
+                json!({"content": "Hel"}),
+                json!({"content": "lo"}),
+                call("{\"city\":", true),
+                call("\"Paris\"}", false),
+            ],
+            json!({"role": "assistant", "content": "Hello", "reasoning_content": "hm",
+                   "tool_calls": [{"id": "call_1", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}),
+        )
+    };
+    if !stream {
+        let answer = json!({"choices": [{"index": 0, "message": whole, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 2}});
+        return Answer::json("200 OK", &answer.to_string());
+    }
+    let mut sse = String::new();
+    for delta in pieces {
+        let event = json!({"choices": [{"index": 0, "delta": delta}]});
+        sse.push_str(&format!("data: {event}\n\n"));
+    }
+    sse.push_str("data: [DONE]\n\n");
+    Answer::sse(sse.as_bytes(), 7)
+}
+
+#[test]
+fn delta_turns_continue_the_conversation_as_sent_and_answered() {
+    let input = trace(&[
+        json!({"id": "t1", "session_id": "s", "timestamp": 0, "output_length": 5,
+               "messages": [{"role": "user", "content": "turn one"}]}),
+        json!({"id": "t2", "session_id": "s", "message_mode": "delta", "output_length": 5,
+               "messages": [{"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]}),
+        json!({"id": "t3", "after": ["t2"], "message_mode": "delta", "output_length": 5,
+               "messages": [{"role": "user", "content": "turn three"}]}),
+    ]);
+    let user1 = json!({"role": "user", "content": "turn one"});
+    let answer1 = json!({"role": "assistant", "content": "Hello", "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]});
+    let tool2 = json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny"});
+    let answer2 = json!({"role": "assistant", "content": "It is sunny"});
+    let user3 = json!({"role": "user", "content": "turn three"});
+    for flags in [&[][..], &["--no-stream"][..]] {
+        let server = Scripted::start(conversation_answer);
+        let mut args = vec!["--url", &server.url, "--model", "m"];
+        args.extend_from_slice(flags);
+        let run = replay(&args, &input);
+        run.code(0);
+        let r = by_index(&run, 3);
+        assert_eq!(statuses(&r)["ok"], 3, "{flags:?} {r:?}");
+        let seen = server.seen.lock().unwrap().clone();
+        let sent: Vec<Value> = seen
+            .iter()
+            .map(|s| serde_json::from_str::<Value>(&s.body).unwrap()["messages"].clone())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                json!([user1]),
+                json!([user1, answer1, tool2]),
+                json!([user1, answer1, tool2, answer2, user3]),
+            ],
+            "{flags:?}"
+        );
+    }
+}
