@@ -88,6 +88,12 @@ pub struct Args {
     #[arg(long = "header", value_name = "'K: V'")]
     pub headers: Vec<String>,
 
+    /// Send each record's `session_id` in HTTP header NAME, so that a
+    /// gateway or router (llm-d, a sticky load balancer) sends every turn
+    /// of a session to the same replica.
+    #[arg(long, value_name = "NAME")]
+    pub session_header: Option<String>,
+
     /// JSON object merged into every request body; a record's `extra` wins.
     #[arg(long, value_name = "JSON")]
     pub extra: Option<String>,
@@ -213,6 +219,16 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
         ignore_eos: args.ignore_eos,
         min_tokens: args.min_tokens,
         extra,
+        session_header: match &args.session_header {
+            None => None,
+            Some(name) => Some(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    Error::usage(format!(
+                        "--session-header: `{name}` is not an HTTP header name"
+                    ))
+                })?,
+            ),
+        },
     })
 }
 

@@ -26,6 +26,8 @@ pub struct Target {
     pub plain: Option<Plain>,
     /// The process's limit on open files, which caps connections in flight.
     pub open_files_limit: Option<u64>,
+    /// `--session-header`: the header each request's session id goes in.
+    pub session_header: Option<reqwest::header::HeaderName>,
     /// A connection failed for lack of a free file: 0 no, 1 yes, 2 reported.
     pub out_of_files: AtomicU8,
 }
@@ -260,7 +262,11 @@ async fn request<'a>(
             .is_some_and(|v| super::sse::is_event_stream(v.as_bytes()))
     };
     if let Some(plain) = &target.plain {
-        return match plain.send(&req.body).await {
+        let header = target
+            .session_header
+            .as_ref()
+            .zip(req.session_header.as_ref());
+        return match plain.send(&req.body, header).await {
             Ok(answer) => match StatusCode::from_u16(answer.status) {
                 Ok(status) => Ok((status, answer.event_stream, Body::Plain(answer.body))),
                 Err(_) => Err(format!(
@@ -274,13 +280,14 @@ async fn request<'a>(
     }
     let mut attempt = 0;
     loop {
-        let r = target
+        let mut post = target
             .client
             .post(target.url.clone())
-            .headers(target.headers.clone())
-            .body(req.body.clone())
-            .send()
-            .await;
+            .headers(target.headers.clone());
+        if let (Some(name), Some(value)) = (&target.session_header, &req.session_header) {
+            post = post.header(name, value);
+        }
+        let r = post.body(req.body.clone()).send().await;
         match r {
             Ok(resp) => {
                 return Ok((

@@ -173,6 +173,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
         open_files_limit: crate::io::raise_open_files_limit(),
+        session_header: opts.session_header.clone(),
         out_of_files: AtomicU8::new(0),
     });
     let timer = {

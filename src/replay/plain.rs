@@ -14,7 +14,9 @@ use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_LENGTH, HOST, HeaderMap, TRANSFER_ENCODING};
+use reqwest::header::{
+    CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -32,7 +34,7 @@ const MAX_HEADERS: usize = 64;
 pub struct Plain {
     /// `host:port`, resolved for each new connection.
     address: String,
-    /// Every request's head up to the value of its Content-Length: the
+    /// Every request's head up to its own headers and Content-Length: the
     /// request line, Host and the run's headers.
     head: Vec<u8>,
     idle: Mutex<Vec<Conn>>,
@@ -121,7 +123,6 @@ impl Plain {
             head.extend_from_slice(value.as_bytes());
             head.extend_from_slice(b"\r\n");
         }
-        head.extend_from_slice(b"content-length: ");
         Some(Plain {
             address: format!("{host}:{port}"),
             head,
@@ -133,14 +134,18 @@ impl Plain {
     /// POST `body` and read the answer's head. A kept-alive connection
     /// that turns out to have been closed before any of the answer came is
     /// left for a new one, once.
-    pub async fn send(&self, body: &[u8]) -> Result<Answer<'_>, Failure> {
+    pub async fn send(
+        &self,
+        body: &[u8],
+        header: Option<(&HeaderName, &HeaderValue)>,
+    ) -> Result<Answer<'_>, Failure> {
         let mut fresh = false;
         loop {
             let (mut conn, reused) = match self.checkout().filter(|_| !fresh) {
                 Some(c) => (c, true),
                 None => (self.connect().await.map_err(Failure::Connect)?, false),
             };
-            match conn.exchange(&self.head, body).await {
+            match conn.exchange(&self.head, header, body).await {
                 Ok(head) => {
                     return Ok(Answer {
                         status: head.status,
@@ -212,13 +217,25 @@ struct ExchangeError {
 
 impl Conn {
     /// Write the request and read the answer's head.
-    async fn exchange(&mut self, head: &[u8], body: &[u8]) -> Result<Head, ExchangeError> {
+    async fn exchange(
+        &mut self,
+        head: &[u8],
+        header: Option<(&HeaderName, &HeaderValue)>,
+        body: &[u8],
+    ) -> Result<Head, ExchangeError> {
         let nothing_back = |error| ExchangeError {
             error,
             nothing_back: true,
         };
         self.out.clear();
         self.out.extend_from_slice(head);
+        if let Some((name, value)) = header {
+            self.out.extend_from_slice(name.as_str().as_bytes());
+            self.out.extend_from_slice(b": ");
+            self.out.extend_from_slice(value.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        }
+        self.out.extend_from_slice(b"content-length: ");
         // Into the buffer itself: no string is made for the length.
         let _ = write!(self.out, "{}", body.len());
         self.out.extend_from_slice(b"\r\n\r\n");
@@ -747,7 +764,7 @@ mod tests {
         rt.block_on(async {
             let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap();
             let plain = Plain::new(&url, &HeaderMap::new(), Duration::from_secs(5)).unwrap();
-            let mut answer = plain.send(b"{}").await.map_err(|_| ()).unwrap();
+            let mut answer = plain.send(b"{}", None).await.map_err(|_| ()).unwrap();
             let mut got = 0;
             while let Some(piece) = answer.body.next().await {
                 got += piece.unwrap().len();

@@ -40,6 +40,8 @@ pub struct BodyOptions {
     pub min_tokens: bool,
     /// `--extra`, merged into every body.
     pub extra: Map<String, Value>,
+    /// `--session-header`: send each record's `session_id` in this header.
+    pub session_header: Option<reqwest::header::HeaderName>,
 }
 
 /// A request ready to send, and the trace's figures for its result.
@@ -68,6 +70,8 @@ pub struct Prepared {
     pub keep: bool,
     /// `message_mode: "delta"`: the conversation this turn continues.
     pub parent: Option<Parent>,
+    /// The value of `--session-header`: the record's `session_id`.
+    pub session_header: Option<reqwest::header::HeaderValue>,
 }
 
 /// Lazily loaded synthesizer: only traces without prompts need one.
@@ -97,8 +101,30 @@ pub fn outline(
         timestamp: rec.timestamp()?,
         delay: rec.delay()?,
         after: after(rec)?,
+        session_header: session_header(rec, opts)?,
         ..Prepared::default()
     })
+}
+
+/// The `--session-header` value: the session id, when it can be one.
+fn session_header(
+    rec: &Record,
+    opts: &BodyOptions,
+) -> std::result::Result<Option<reqwest::header::HeaderValue>, FieldError> {
+    let (Some(name), Some(session)) = (&opts.session_header, rec.session_id()?) else {
+        return Ok(None);
+    };
+    reqwest::header::HeaderValue::from_str(&session)
+        .map(Some)
+        .map_err(|_| {
+            FieldError::new(
+                "session_id",
+                format!(
+                    "cannot be sent in the {name} header (control characters): {}",
+                    crate::error::quote_value(&format!("{session:?}"))
+                ),
+            )
+        })
 }
 
 /// `message_mode`: true for `"delta"`, false for `"history"` or absent.
@@ -447,6 +473,7 @@ mod tests {
             ignore_eos: flags & 4 != 0,
             min_tokens: flags & 8 != 0,
             extra: serde_json::from_str(extra).unwrap(),
+            session_header: None,
         }
     }
 

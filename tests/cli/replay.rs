@@ -1231,6 +1231,7 @@ fn delta_turns_continue_the_conversation_as_sent_and_answered() {
     for flags in [&[][..], &["--no-stream"][..]] {
         let server = Scripted::start(conversation_answer);
         let mut args = vec!["--url", &server.url, "--model", "m"];
+        args.extend_from_slice(&["--session-header", "X-Session-Affinity"]);
         args.extend_from_slice(flags);
         let run = replay(&args, &input);
         run.code(0);
@@ -1250,5 +1251,11 @@ fn delta_turns_continue_the_conversation_as_sent_and_answered() {
             ],
             "{flags:?}"
         );
+        // Sticky routing: the session's turns carry its id; t3 has none.
+        let affinity: Vec<bool> = seen
+            .iter()
+            .map(|s| s.head.contains("\r\nx-session-affinity: s\r\n"))
+            .collect();
+        assert_eq!(affinity, [true, true, false]);
     }
 }
