@@ -313,6 +313,14 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
     }
     let cached = sim.cached_tokens(&tokens);
     let prompt = tokens.len() as u64;
+    // The answer is a function of the seed and the prompt (a model at
+    // temperature 0), and its blocks join the prefix cache with the
+    // prompt's, as a server's KV cache keeps what it generated: a next
+    // turn that carries this answer finds it cached.
+    let voice = mix(sim.opts.seed ^ stable_hash(ANSWER_SEED, &tokens_bytes(&tokens)));
+    let mut sequence = tokens;
+    sequence.extend((0..max_tokens).map(|k| stable_hash(0, word(voice, k).as_bytes())));
+    sim.cached_tokens(&sequence);
     let ttft = sim.opts.ttft_ms + sim.opts.prefill_us * (prompt - cached) as f64 / 1000.0;
     let usage = json!({
         "prompt_tokens": prompt,
@@ -331,7 +339,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             tokio::time::sleep(itl(&sim)).await;
         }
         drop(guard);
-        let text = words(n, max_tokens);
+        let text = words(voice, max_tokens);
         let choice = if chat {
             json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
         } else {
@@ -399,7 +407,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
                 return;
             }
             let finish = (k + 1 == max_tokens).then_some("length");
-            let word = format!("{} ", word(n, k));
+            let word = format!("{} ", word(voice, k));
             if tx
                 .send(Ok(chunk(delta(&word, finish), None)))
                 .await
@@ -445,8 +453,15 @@ const WORDS: &[&str] = &[
     "pace",
 ];
 
+/// Seeds the answers' words, apart from the fault draws.
+const ANSWER_SEED: u64 = 0x616e_7377_6572;
+
+fn tokens_bytes(tokens: &[u64]) -> Vec<u8> {
+    tokens.iter().flat_map(|t| t.to_le_bytes()).collect()
+}
+
 fn word(n: u64, k: u64) -> &'static str {
-    WORDS[((n + k) % WORDS.len() as u64) as usize]
+    WORDS[(n.wrapping_add(k) % WORDS.len() as u64) as usize]
 }
 
 fn words(n: u64, count: u64) -> String {

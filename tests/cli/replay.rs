@@ -1259,3 +1259,45 @@ fn delta_turns_continue_the_conversation_as_sent_and_answered() {
         assert_eq!(affinity, [true, true, false]);
     }
 }
+
+#[test]
+fn the_simulator_caches_its_own_answers_for_the_turns_that_carry_them() {
+    let sim = Sim::start(&["--itl-ms", "0"]);
+    // 1,024 distinct words: two full 512-token blocks of trace-sim's cache.
+    let long: Vec<String> = (0..1024).map(|i| format!("w{i}")).collect();
+    let first = json!({"id": "t1", "session_id": "s", "timestamp": 0, "output_length": 512,
+                       "messages": [{"role": "user", "content": long.join(" ")}]});
+    let next = json!({"role": "user", "content": "one two three"});
+    // The live answer: turn 2 carries the 512 words the server gave.
+    let live = trace(&[
+        first.clone(),
+        json!({"session_id": "s", "message_mode": "delta", "output_length": 1, "messages": [next]}),
+    ]);
+    // A recorded answer instead: the server never produced it.
+    let recorded: Vec<String> = (0..512).map(|i| format!("r{i}")).collect();
+    let history = trace(&[
+        first,
+        json!({"session_id": "s", "delay": 0, "output_length": 1, "messages": [
+            {"role": "user", "content": long.join(" ")},
+            {"role": "assistant", "content": recorded.join(" ")}, next]}),
+    ]);
+    let cached = |input: &str| -> Vec<(u64, u64)> {
+        let run = replay(&["--url", &sim.url], input);
+        run.code(0);
+        by_index(&run, 2)
+            .values()
+            .map(|r| {
+                (
+                    r["prompt_tokens"].as_u64().unwrap(),
+                    r["cached_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // Turn 2: 1,024 + 512 + 3 words; with the live answer its first three
+    // blocks (the prompt's two, the answer's one) are cached.
+    assert_eq!(cached(&live), [(1024, 0), (1539, 1536)]);
+    // The same conversation with the recorded answer: the prompt's blocks
+    // (cached by the first run too) and nothing of the answer's.
+    assert_eq!(cached(&history), [(1024, 1024), (1539, 1024)]);
+}
