@@ -416,12 +416,14 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
         Style::Markdown => out.push_str(&format!("### {heading}\n\n")),
     }
     let rule = match o.conventions[0].percentile_rule() {
-        PercentileRule::NearestRank => "",
-        PercentileRule::Linear => ", TTFT to E2E interpolated linearly",
-        PercentileRule::CumulativeShare => ", TTFT to E2E by GuideLLM's cumulative weight",
+        PercentileRule::NearestRank => "nearest rank",
+        PercentileRule::Linear => "the latencies interpolated linearly, the others by nearest rank",
+        PercentileRule::CumulativeShare => {
+            "the latencies by cumulative weight, the others by nearest rank"
+        }
     };
     let precision = if j["precision"] == "exact" {
-        format!("percentiles exact (nearest rank{rule})")
+        format!("percentiles exact ({rule})")
     } else {
         "percentiles within 0.1 % (HDR histogram, 3 significant digits); mean, std, min, max exact"
             .to_string()
