@@ -57,7 +57,8 @@ Examples:
 /// significant digits); mean, std, min and max are always exact. --by and
 /// --window keep one set of figures per group and per window.
 ///
-/// Definitions (vLLM's bench serve formulas): TTFT, E2E per request; TPOT =
+/// Definitions (the default tracekit convention; --convention prints a
+/// peer's): TTFT, E2E per request; TPOT =
 /// (E2E − TTFT) / (completion_tokens − 1), for answers of more than one
 /// token; ITL = every gap between content chunks, pooled; duration = first
 /// send to last completion; throughput = ok requests, output tokens, or
