@@ -89,13 +89,12 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
     let duration = a.duration_s();
     let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
     let dists = a.conventions.get(&primary).cloned().unwrap_or_default();
-    let all_exact = a
-        .conventions
-        .values()
-        .all(|c| c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact())
-        && a.e2e.is_exact()
-        && a.lag.is_exact()
-        && a.tokens_per_s.is_exact();
+    let all_exact =
+        a.conventions.values().all(|c| {
+            c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact() && c.e2e.is_exact()
+        }) && a.e2e.is_exact()
+            && a.lag.is_exact()
+            && a.tokens_per_s.is_exact();
 
     let mut m = Map::new();
     m.insert("convention".into(), json!(primary.name()));
