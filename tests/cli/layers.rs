@@ -56,9 +56,7 @@ fn no_tool_imports_another_and_floors_import_no_tool() {
                     .iter()
                     .any(|p| code.contains(p.as_str()))
                     || code.contains(&format!("crate::{{{tool}"))
-                    || code
-                        .trim_start()
-                        .starts_with(&format!("use crate::{tool};"));
+                    || code.trim_start().starts_with(&format!("use crate::{tool};"));
                 if named {
                     found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
                 }
