@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::result::{ResultView, Status};
-pub use crate::stats::{Dist, EXACT_LIMIT, Summary};
+pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
 
 /// Differences between what was asked and what the server reported
 /// (`prompt_tokens − input_length`), exact.
@@ -60,47 +60,154 @@ impl Fidelity {
     }
 }
 
-/// How TTFT and TPOT are defined.
+/// How the figures are defined: tracekit's own, or those a peer prints for
+/// the same requests. Each peer's rules follow its source, at the release
+/// named in [`Convention::release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Convention {
-    /// TTFT at the first chunk with content; TPOT = (E2E − TTFT) /
-    /// (tokens − 1). AIPerf calls this TPOT "inter token latency" and the
-    /// pooled gaps "inter chunk latency".
+    /// tracekit's own (the default): TTFT at the first content; TPOT =
+    /// (E2E − TTFT) / (tokens − 1); ITL = the gaps between content chunks,
+    /// pooled; E2E to the last byte; nearest-rank percentiles.
+    Tracekit,
+    /// AIPerf's: TTFT at the first content; request latency to the last
+    /// content chunk; "inter token latency" per request = (latency − TTFT)
+    /// / (tokens − 1); "inter chunk latency" = the gaps, pooled; numpy's
+    /// linear percentiles.
     Aiperf,
-    /// TTFT at the first chunk carrying `choices` (`first_chunk_ms`); TPOT
-    /// = (E2E − TTFT) / (tokens − 1), as vLLM's bench serve prints.
+    /// vLLM bench serve's: TTFT at the first content, reasoning or tool-call
+    /// delta; E2E to the last token chunk; TPOT = (E2E − TTFT) / (tokens
+    /// − 1); ITL = the gaps, pooled; numpy's linear percentiles.
     Vllm,
-    /// TTFT at the first content; TPOT = E2E / tokens (it includes the
-    /// TTFT); ITL = (E2E − TTFT) / (tokens − 1) per request, as GuideLLM
-    /// reports them.
+    /// GuideLLM's: TPOT = (last token − start) / tokens, weighted by
+    /// tokens; ITL = (last − first token) / (tokens − 1), weighted by
+    /// tokens − 1; GuideLLM's cumulative-share percentiles.
     Guidellm,
+}
+
+/// What one convention's figures are called by the tool that defines them,
+/// in the order TTFT, TPOT, ITL, E2E.
+pub struct Names {
+    /// Time to first token.
+    pub ttft: &'static str,
+    /// The per-request average time per token.
+    pub tpot: &'static str,
+    /// Inter-token latency: pooled gaps, or per request under guidellm.
+    pub itl: &'static str,
+    /// Request latency.
+    pub e2e: &'static str,
 }
 
 impl Convention {
     /// The name printed and used as a JSON key.
     pub fn name(self) -> &'static str {
         match self {
+            Convention::Tracekit => "tracekit",
             Convention::Aiperf => "aiperf",
             Convention::Vllm => "vllm",
             Convention::Guidellm => "guidellm",
         }
     }
 
-    /// TTFT of one result under this convention.
-    pub fn ttft(self, r: &ResultView) -> Option<f64> {
+    /// The peer release whose source the rules follow.
+    pub fn release(self) -> Option<&'static str> {
         match self {
-            Convention::Vllm => r.first_chunk_ms,
-            Convention::Aiperf | Convention::Guidellm => r.ttft_ms,
+            Convention::Tracekit => None,
+            Convention::Aiperf => Some("AIPerf 0.13.0"),
+            Convention::Vllm => Some("vLLM 0.33.0 (vllm bench serve)"),
+            Convention::Guidellm => Some("GuideLLM 0.8.1"),
+        }
+    }
+
+    /// The names the figures go by under this convention.
+    pub fn names(self) -> Names {
+        match self {
+            Convention::Tracekit => Names {
+                ttft: "TTFT",
+                tpot: "TPOT",
+                itl: "ITL",
+                e2e: "E2E",
+            },
+            Convention::Aiperf => Names {
+                ttft: "Time to First Token",
+                tpot: "Inter Token Latency",
+                itl: "Inter Chunk Latency",
+                e2e: "Request Latency",
+            },
+            Convention::Vllm => Names {
+                ttft: "TTFT",
+                tpot: "TPOT",
+                itl: "ITL",
+                e2e: "E2EL",
+            },
+            Convention::Guidellm => Names {
+                ttft: "time_to_first_token_ms",
+                tpot: "time_per_output_token_ms",
+                itl: "inter_token_latency_ms",
+                e2e: "request_latency",
+            },
+        }
+    }
+
+    /// How percentiles are read.
+    pub fn percentile_rule(self) -> PercentileRule {
+        match self {
+            Convention::Tracekit => PercentileRule::NearestRank,
+            Convention::Aiperf | Convention::Vllm => PercentileRule::Linear,
+            Convention::Guidellm => PercentileRule::CumulativeShare,
+        }
+    }
+
+    /// TTFT of one result under this convention. Every convention takes it
+    /// at the first content, reasoning or tool-call chunk (`ttft_ms`): a
+    /// chunk carrying only the role is not a token.
+    pub fn ttft(self, r: &ResultView) -> Option<f64> {
+        r.ttft_ms
+    }
+
+    /// Output tokens: the server's usage; under a peer's convention, an
+    /// answer without usage counts one token per content chunk, as the
+    /// peers do without a tokenizer (results carry no text to tokenize).
+    pub fn output_tokens(self, r: &ResultView, itl: &[f64]) -> Option<u64> {
+        match (r.completion_tokens, self) {
+            (Some(n), _) => Some(n),
+            (None, Convention::Tracekit) => None,
+            (None, _) => r.ttft_ms.map(|_| itl.len() as u64 + 1),
+        }
+    }
+
+    /// When the last token arrived, from the send: the last content chunk
+    /// (TTFT plus every gap), or the end for an answer that did not stream.
+    fn last_token(r: &ResultView, itl: &[f64]) -> Option<f64> {
+        match r.ttft_ms {
+            Some(t) => Some(t + itl.iter().sum::<f64>()),
+            None => r.e2e_ms,
+        }
+    }
+
+    /// E2E of one result: to the last byte (tracekit, GuideLLM's request
+    /// end), or to the last token chunk (AIPerf, vLLM: the usage chunk and
+    /// `[DONE]` do not count).
+    pub fn e2e(self, r: &ResultView, itl: &[f64]) -> Option<f64> {
+        match self {
+            Convention::Tracekit | Convention::Guidellm => r.e2e_ms,
+            Convention::Aiperf | Convention::Vllm => {
+                r.e2e_ms?;
+                Self::last_token(r, itl)
+            }
         }
     }
 
     /// TPOT of one result, when it has one.
-    pub fn tpot(self, r: &ResultView) -> Option<f64> {
-        let e2e = r.e2e_ms?;
-        let tokens = r.completion_tokens?;
+    pub fn tpot(self, r: &ResultView, itl: &[f64]) -> Option<f64> {
+        let tokens = self.output_tokens(r, itl)?;
         match self {
-            Convention::Guidellm => (tokens >= 1).then(|| e2e / tokens as f64),
+            Convention::Guidellm => {
+                r.e2e_ms?;
+                let last = Self::last_token(r, itl)?;
+                (tokens >= 1).then(|| last / tokens as f64)
+            }
             _ => {
+                let e2e = self.e2e(r, itl)?;
                 let ttft = self.ttft(r)?;
                 (tokens > 1).then(|| (e2e - ttft) / (tokens - 1) as f64)
             }
@@ -108,7 +215,7 @@ impl Convention {
     }
 }
 
-/// TTFT, TPOT and ITL under one convention.
+/// TTFT, TPOT, ITL and E2E under one convention.
 #[derive(Clone, Debug, Default)]
 pub struct ConventionDists {
     /// Time to first token.
@@ -117,6 +224,13 @@ pub struct ConventionDists {
     pub tpot: Dist,
     /// Inter-token latency.
     pub itl: Dist,
+    /// End-to-end latency.
+    pub e2e: Dist,
+    /// Σ output tokens of ok results, as this convention counts them.
+    pub output_tokens: u64,
+    /// Ok results without usage whose tokens were counted as content
+    /// chunks.
+    pub tokens_from_chunks: u64,
 }
 
 impl ConventionDists {
@@ -124,6 +238,47 @@ impl ConventionDists {
         self.ttft.merge(&o.ttft);
         self.tpot.merge(&o.tpot);
         self.itl.merge(&o.itl);
+        self.e2e.merge(&o.e2e);
+        self.output_tokens += o.output_tokens;
+        self.tokens_from_chunks += o.tokens_from_chunks;
+    }
+
+    /// Fold in one ok result under convention `c`.
+    fn add(&mut self, c: Convention, r: &ResultView, itl: &[f64]) {
+        let tokens = c.output_tokens(r, itl);
+        self.output_tokens += tokens.unwrap_or(0);
+        if r.completion_tokens.is_none() && tokens.is_some() {
+            self.tokens_from_chunks += 1;
+        }
+        if let Some(e) = c.e2e(r, itl) {
+            self.e2e.record(e);
+        }
+        if c != Convention::Guidellm {
+            if let Some(t) = c.ttft(r) {
+                self.ttft.record(t);
+            }
+            if let Some(t) = c.tpot(r, itl) {
+                self.tpot.record(t);
+            }
+            for &gap in itl {
+                self.itl.record(gap);
+            }
+            return;
+        }
+        // GuideLLM (guidellm/benchmark/schemas/generative/metrics.py) counts
+        // a missing TTFT as 0, weights TPOT by tokens and ITL by tokens − 1
+        // (a missing ITL as 0 too); weight 0 drops a value.
+        self.ttft.record(c.ttft(r).unwrap_or(0.0));
+        let n = tokens.unwrap_or(0);
+        if let Some(t) = c.tpot(r, itl) {
+            self.tpot.record_weighted(t, n);
+        }
+        // ITL = (last − first token) / (tokens − 1): the gaps' sum.
+        let itl_value = match (r.ttft_ms, n > 1) {
+            (Some(_), true) => itl.iter().sum::<f64>() / (n - 1) as f64,
+            _ => 0.0,
+        };
+        self.itl.record_weighted(itl_value, n.saturating_sub(1));
     }
 }
 
@@ -405,25 +560,7 @@ impl Aggregate {
         self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
 
         for &c in opts.conventions {
-            let d = self.conventions.entry(c).or_default();
-            if let Some(t) = c.ttft(r) {
-                d.ttft.record(t);
-            }
-            if let Some(t) = c.tpot(r) {
-                d.tpot.record(t);
-            }
-            if c == Convention::Guidellm {
-                if let (Some(e2e), Some(ttft), Some(n)) = (r.e2e_ms, r.ttft_ms, r.completion_tokens)
-                {
-                    if n > 1 {
-                        d.itl.record((e2e - ttft) / (n - 1) as f64);
-                    }
-                }
-            } else {
-                for &gap in itl {
-                    d.itl.record(gap);
-                }
-            }
+            self.conventions.entry(c).or_default().add(c, r, itl);
         }
         if let Some(e2e) = r.e2e_ms {
             self.e2e.record(e2e);
@@ -484,7 +621,7 @@ impl Aggregate {
         for (i, &(metric, bound)) in opts.slo.bounds.iter().enumerate() {
             let met = match metric {
                 SloMetric::Ttft => c.ttft(r).is_some_and(|v| v <= bound),
-                SloMetric::Tpot => c.tpot(r).is_none_or(|v| v <= bound),
+                SloMetric::Tpot => c.tpot(r, itl).is_none_or(|v| v <= bound),
                 SloMetric::Itl => itl.iter().all(|&g| g <= bound),
                 SloMetric::E2e => r.e2e_ms.is_some_and(|v| v <= bound),
             };

@@ -57,7 +57,8 @@ Examples:
 /// significant digits); mean, std, min and max are always exact. --by and
 /// --window keep one set of figures per group and per window.
 ///
-/// Definitions (vLLM's bench serve formulas): TTFT, E2E per request; TPOT =
+/// Definitions (the default tracekit convention; --convention prints a
+/// peer's): TTFT, E2E per request; TPOT =
 /// (E2E − TTFT) / (completion_tokens − 1), for answers of more than one
 /// token; ITL = every gap between content chunks, pooled; duration = first
 /// send to last completion; throughput = ok requests, output tokens, or
@@ -87,10 +88,12 @@ pub struct Args {
     #[arg(long, value_name = "LIST", default_value = "50,90,95,99", value_parser = parse_percentiles)]
     pub percentiles: Percentiles,
 
-    /// Definitions of TTFT and TPOT: aiperf (the default: TTFT at the first
-    /// content), vllm (TTFT at the first chunk), guidellm (TPOT = E2E /
-    /// tokens). A comma-separated list prints the others beside the first.
-    #[arg(long, value_name = "LIST", default_value = "aiperf", value_parser = parse_conventions)]
+    /// Whose definitions the figures follow: tracekit (the default), or the
+    /// figures a peer prints for the same requests, under its own names and
+    /// percentile rule: aiperf (AIPerf 0.13.0), vllm (vLLM 0.33.0 bench
+    /// serve), guidellm (GuideLLM 0.8.1). A comma-separated list prints the
+    /// others beside the first.
+    #[arg(long, value_name = "LIST", default_value = "tracekit", value_parser = parse_conventions)]
     pub convention: Conventions,
 
     /// Service-level objectives, e.g. ttft=200ms,tpot=50ms,e2e=10s,itl=100ms:
@@ -181,8 +184,9 @@ pub struct Conventions(pub Vec<Convention>);
 fn parse_conventions(text: &str) -> std::result::Result<Conventions, String> {
     let mut out = Vec::new();
     for part in text.split(',') {
-        let c = Convention::from_str(part.trim(), true)
-            .map_err(|_| format!("`{part}` is not a convention: use aiperf, vllm or guidellm"))?;
+        let c = Convention::from_str(part.trim(), true).map_err(|_| {
+            format!("`{part}` is not a convention: use tracekit, aiperf, vllm or guidellm")
+        })?;
         if !out.contains(&c) {
             out.push(c);
         }

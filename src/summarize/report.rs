@@ -3,7 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::metrics::{Aggregate, Convention, Dist, Fidelity, Slo, Summary};
+use super::metrics::{
+    Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, Slo, Summary,
+};
 use crate::result::Status;
 
 /// What the report shows besides the aggregate itself.
@@ -28,7 +30,11 @@ pub fn percentile_key(p: f64) -> String {
 /// A distribution's figures; without values, the same keys with nulls, so
 /// that every report has the same shape (CSV columns, `--fail-if` paths).
 fn stats_json(d: &Dist, ps: &[f64]) -> Value {
-    match d.summary(ps) {
+    stats_json_by(d, ps, PercentileRule::NearestRank)
+}
+
+fn stats_json_by(d: &Dist, ps: &[f64], rule: PercentileRule) -> Value {
+    match d.summary_by(ps, rule) {
         Some(s) => summary_json(&s),
         None => {
             let mut m = Map::new();
@@ -83,16 +89,18 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
     let duration = a.duration_s();
     let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
     let dists = a.conventions.get(&primary).cloned().unwrap_or_default();
-    let all_exact = a
-        .conventions
-        .values()
-        .all(|c| c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact())
-        && a.e2e.is_exact()
-        && a.lag.is_exact()
-        && a.tokens_per_s.is_exact();
+    let all_exact =
+        a.conventions.values().all(|c| {
+            c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact() && c.e2e.is_exact()
+        }) && a.e2e.is_exact()
+            && a.lag.is_exact()
+            && a.tokens_per_s.is_exact();
 
     let mut m = Map::new();
     m.insert("convention".into(), json!(primary.name()));
+    if let Some(release) = primary.release() {
+        m.insert("follows".into(), json!(release));
+    }
     m.insert(
         "precision".into(),
         json!(if all_exact {
@@ -125,14 +133,25 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
         .collect();
     m.insert("http_status".into(), Value::Object(http));
     m.insert("duration_s".into(), json!(duration));
-    m.insert("output_tokens".into(), json!(a.output_tokens));
+    // A peer counts the tokens of answers without usage (as content
+    // chunks here); tracekit leaves them out.
+    let output_tokens = if primary == Convention::Tracekit {
+        a.output_tokens
+    } else {
+        m.insert(
+            "output_tokens_from_chunks".into(),
+            json!(dists.tokens_from_chunks),
+        );
+        dists.output_tokens
+    };
+    m.insert("output_tokens".into(), json!(output_tokens));
     m.insert("prompt_tokens".into(), json!(a.prompt_tokens));
     m.insert(
         "throughput".into(),
         json!({
             "requests_per_s": per_s(a.ok() as f64, duration),
-            "output_tokens_per_s": per_s(a.output_tokens as f64, duration),
-            "total_tokens_per_s": per_s((a.output_tokens + a.prompt_tokens) as f64, duration),
+            "output_tokens_per_s": per_s(output_tokens as f64, duration),
+            "total_tokens_per_s": per_s((output_tokens + a.prompt_tokens) as f64, duration),
         }),
     );
     m.insert(
@@ -143,10 +162,15 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
             "in_flight_resolution_ms": a.in_flight.resolution_ms,
         }),
     );
-    m.insert("ttft".into(), stats_json(&dists.ttft, ps));
-    m.insert("tpot".into(), stats_json(&dists.tpot, ps));
-    m.insert("itl".into(), stats_json(&dists.itl, ps));
-    m.insert("e2e".into(), stats_json(&a.e2e, ps));
+    let rule = primary.percentile_rule();
+    m.insert("ttft".into(), stats_json_by(&dists.ttft, ps, rule));
+    m.insert("tpot".into(), stats_json_by(&dists.tpot, ps, rule));
+    m.insert("itl".into(), stats_json_by(&dists.itl, ps, rule));
+    if primary == Convention::Tracekit {
+        m.insert("e2e".into(), stats_json(&a.e2e, ps));
+    } else {
+        m.insert("e2e".into(), stats_json_by(&dists.e2e, ps, rule));
+    }
     m.insert(
         "output_tokens_per_s_per_request".into(),
         stats_json(&a.tokens_per_s, ps),
@@ -204,14 +228,7 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
         let mut others = Map::new();
         for c in &o.conventions[1..] {
             let d = a.conventions.get(c).cloned().unwrap_or_default();
-            others.insert(
-                c.name().into(),
-                json!({
-                    "ttft": stats_json(&d.ttft, ps),
-                    "tpot": stats_json(&d.tpot, ps),
-                    "itl": stats_json(&d.itl, ps),
-                }),
-            );
+            others.insert(c.name().into(), convention_json(*c, &d, ps));
         }
         m.insert("conventions".into(), Value::Object(others));
     }
@@ -237,6 +254,20 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
         m.insert("windows".into(), Value::Array(series));
     }
     Value::Object(m)
+}
+
+/// One convention's figures beside the report's own.
+fn convention_json(c: Convention, d: &ConventionDists, ps: &[f64]) -> Value {
+    let rule = c.percentile_rule();
+    json!({
+        "follows": c.release(),
+        "ttft": stats_json_by(&d.ttft, ps, rule),
+        "tpot": stats_json_by(&d.tpot, ps, rule),
+        "itl": stats_json_by(&d.itl, ps, rule),
+        "e2e": stats_json_by(&d.e2e, ps, rule),
+        "output_tokens": d.output_tokens,
+        "output_tokens_from_chunks": d.tokens_from_chunks,
+    })
 }
 
 /// A number for people: up to `decimals` places, trailing zeros trimmed.
@@ -342,14 +373,17 @@ fn stats_header(first: &str, ps: &[f64]) -> Vec<String> {
 /// What a convention's figures mean, for the report's header.
 pub fn convention_note(c: Convention) -> &'static str {
     match c {
-        Convention::Aiperf => {
+        Convention::Tracekit => {
             "TTFT at the first content chunk; TPOT = (E2E - TTFT) / (output tokens - 1); ITL = gaps between content chunks"
         }
+        Convention::Aiperf => {
+            "as AIPerf 0.13.0: Time to First Token at the first content chunk; Request Latency to the last content chunk; Inter Token Latency = (Request Latency - TTFT) / (output tokens - 1) per request (tracekit's TPOT); Inter Chunk Latency = gaps between content chunks (tracekit's ITL); percentiles interpolated linearly"
+        }
         Convention::Vllm => {
-            "TTFT at the first chunk (first_chunk_ms); TPOT = (E2E - TTFT) / (output tokens - 1); ITL = gaps between content chunks"
+            "as vLLM 0.33.0 bench serve: TTFT at the first content, reasoning or tool-call chunk; E2EL to the last token chunk; TPOT = (E2EL - TTFT) / (output tokens - 1); ITL = gaps between content chunks; percentiles interpolated linearly"
         }
         Convention::Guidellm => {
-            "TTFT at the first content chunk; TPOT = E2E / output tokens; ITL = (E2E - TTFT) / (output tokens - 1) per request"
+            "as GuideLLM 0.8.1: time_per_output_token_ms = (last token - start) / output tokens, weighted by output tokens; inter_token_latency_ms = (last - first token) / (output tokens - 1), weighted by output tokens - 1; request_latency to the end; percentiles by cumulative weight"
         }
     }
 }
@@ -380,8 +414,15 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
         Style::Plain => out.push_str(&format!("{heading}\n")),
         Style::Markdown => out.push_str(&format!("### {heading}\n\n")),
     }
+    let rule = match o.conventions[0].percentile_rule() {
+        PercentileRule::NearestRank => "nearest rank",
+        PercentileRule::Linear => "the latencies interpolated linearly, the others by nearest rank",
+        PercentileRule::CumulativeShare => {
+            "the latencies by cumulative weight, the others by nearest rank"
+        }
+    };
     let precision = if j["precision"] == "exact" {
-        "percentiles exact (nearest rank)".to_string()
+        format!("percentiles exact ({rule})")
     } else {
         "percentiles within 0.1 % (HDR histogram, 3 significant digits); mean, std, min, max exact"
             .to_string()
@@ -472,9 +513,13 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
         }
     }
     if r["ok_without_usage"].as_u64().unwrap_or(0) > 0 {
+        let how = match j.get("output_tokens_from_chunks") {
+            None => "their tokens are not counted".to_string(),
+            Some(n) => format!("{n} of them counted one token per content chunk"),
+        };
         facts.push(vec![
             "ok without usage".into(),
-            format!("{} (their tokens are not counted)", r["ok_without_usage"]),
+            format!("{} ({how})", r["ok_without_usage"]),
         ]);
     }
     if let Some(slo) = j.get("slo") {
@@ -510,11 +555,12 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
     ));
     out.push('\n');
 
+    let names = o.conventions[0].names();
     let mut rows = vec![
-        stats_row("TTFT", &j["ttft"], ps),
-        stats_row("TPOT", &j["tpot"], ps),
-        stats_row("ITL", &j["itl"], ps),
-        stats_row("E2E", &j["e2e"], ps),
+        stats_row(names.ttft, &j["ttft"], ps),
+        stats_row(names.tpot, &j["tpot"], ps),
+        stats_row(names.itl, &j["itl"], ps),
+        stats_row(names.e2e, &j["e2e"], ps),
         stats_row("dispatch lag", &j["dispatch_lag"], ps),
     ];
     if let Some(fs) = j.get("from_scheduled") {
@@ -551,10 +597,12 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
                     Style::Markdown => out.push_str(&format!("_{note}_\n\n")),
                 }
             }
+            let names = c.map_or(Convention::Tracekit, |c| *c).names();
             let rows = vec![
-                stats_row("TTFT", &v["ttft"], ps),
-                stats_row("TPOT", &v["tpot"], ps),
-                stats_row("ITL", &v["itl"], ps),
+                stats_row(names.ttft, &v["ttft"], ps),
+                stats_row(names.tpot, &v["tpot"], ps),
+                stats_row(names.itl, &v["itl"], ps),
+                stats_row(names.e2e, &v["e2e"], ps),
             ];
             out.push_str(&table(
                 style,

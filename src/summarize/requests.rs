@@ -61,7 +61,7 @@ fn derive(view: &ResultView, itl: &[f64], convention: Convention) -> Derived {
     Derived {
         lag_ms: view.scheduled_ms.map(|s| round_us(view.sent_ms - s)),
         ttft_ms: convention.ttft(view),
-        tpot_ms: convention.tpot(view).map(round_us),
+        tpot_ms: convention.tpot(view, itl).map(round_us),
         itl_count: itl.len(),
         itl_mean_ms: (!itl.is_empty())
             .then(|| round_us(itl.iter().sum::<f64>() / itl.len() as f64)),

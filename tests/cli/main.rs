@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod conventions;
 mod convert;
 mod deploy;
 mod golden;
