@@ -53,6 +53,12 @@ pub struct ResultRecord {
     /// The trace record's `session_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The turn's position in its session, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
+    /// The trace record's `after`: the ids of the records it waited for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
     /// The model the request named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -107,15 +113,30 @@ impl ResultRecord {
         let mut out = Vec::with_capacity(320 + 12 * self.itl_ms.len());
         out.extend_from_slice(b"{\"index\":");
         json_u64(&mut out, Some(self.index));
-        for (name, value) in [
-            ("id", &self.id),
-            ("session_id", &self.session_id),
-            ("model", &self.model),
-        ] {
+        for (name, value) in [("id", &self.id), ("session_id", &self.session_id)] {
             if let Some(v) = value {
                 field(&mut out, name);
                 crate::json::write_str(&mut out, v);
             }
+        }
+        if let Some(turn) = self.turn {
+            field(&mut out, "turn");
+            json_u64(&mut out, Some(turn));
+        }
+        if !self.after.is_empty() {
+            field(&mut out, "after");
+            out.push(b'[');
+            for (i, id) in self.after.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                crate::json::write_str(&mut out, id);
+            }
+            out.push(b']');
+        }
+        if let Some(v) = &self.model {
+            field(&mut out, "model");
+            crate::json::write_str(&mut out, v);
         }
         field(&mut out, "scheduled_ms");
         json_f64(&mut out, Some(self.scheduled_ms));
@@ -318,6 +339,8 @@ mod tests {
                 index: i,
                 id: text(),
                 session_id: text(),
+                turn: None,
+                after: Vec::new(),
                 model: text(),
                 finish_reason: text(),
                 error: text(),
@@ -343,6 +366,13 @@ mod tests {
                 http_status: (next(2) == 0).then(|| next(600) as u16),
                 warmup: next(2) == 0,
             };
+            let mut r = r;
+            if next(2) == 0 {
+                r.turn = Some(next(40));
+            }
+            r.after = (0..next(3))
+                .map(|k| texts[((i + k) % 5) as usize].to_string())
+                .collect();
             assert_eq!(r.to_json_line(), serde_json::to_string(&r).unwrap());
         }
     }

@@ -375,6 +375,8 @@ pub fn skeleton(
         index: req.index,
         id: req.id.clone(),
         session_id: req.session_id.clone(),
+        turn: req.turn,
+        after: req.after.clone(),
         model: req.model.clone(),
         scheduled_ms,
         sent_ms,

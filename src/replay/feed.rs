@@ -70,6 +70,8 @@ pub(super) struct Feed<'a> {
     /// Timestamp of the input's first record.
     pub(super) first_timestamp: Option<f64>,
     ended: bool,
+    /// Turns taken on so far in each session (one counter a session).
+    turns: std::collections::HashMap<String, u64>,
 }
 
 impl<'a> Feed<'a> {
@@ -84,6 +86,7 @@ impl<'a> Feed<'a> {
             taken: 0,
             first_timestamp: None,
             ended: false,
+            turns: std::collections::HashMap::new(),
         }
     }
 
@@ -132,8 +135,13 @@ impl<'a> Feed<'a> {
                 request::prepare(&rec, index, self.opts, &mut self.prompts)
             };
             match prepared {
-                Ok(p) => {
+                Ok(mut p) => {
                     self.taken += 1;
+                    if let Some(s) = &p.session_id {
+                        let n = self.turns.entry(s.clone()).or_insert(0);
+                        *n += 1;
+                        p.turn = Some(*n);
+                    }
                     return Ok(Some(p));
                 }
                 Err(PrepareError::Record(e)) => self.skipper.skip(e.at(&loc))?,

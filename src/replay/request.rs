@@ -70,6 +70,8 @@ pub struct Prepared {
     pub keep: bool,
     /// `message_mode: "delta"`: the conversation this turn continues.
     pub parent: Option<Parent>,
+    /// The turn's position in its session, from 1 (set by the feed).
+    pub turn: Option<u64>,
     /// The value of `--session-header`: the record's `session_id`.
     pub session_header: Option<reqwest::header::HeaderValue>,
 }

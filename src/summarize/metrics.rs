@@ -1,7 +1,7 @@
 //! Folding result records into figures, in memory bounded by the number of
 //! groups and windows, not by the number of results.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::result::{ResultView, Status};
 pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
@@ -430,6 +430,120 @@ impl InFlight {
     }
 }
 
+/// One session's run so far.
+#[derive(Clone, Copy, Debug)]
+struct SessionRun {
+    first_sent_ms: f64,
+    last_end_ms: f64,
+    turns: u64,
+    /// Turns that did not end `ok`.
+    failed: u64,
+}
+
+/// Results of sessions (agentic and multi-turn traces): each session's
+/// span and turns, and the prefix cache by turn position. Memory grows
+/// with the number of sessions (one small entry each), not with results.
+#[derive(Clone, Debug, Default)]
+pub struct Sessions {
+    runs: HashMap<String, SessionRun>,
+    /// Per turn position: Σ cached_tokens and Σ prompt_tokens of the
+    /// results that reported both.
+    cache_by_turn: BTreeMap<u64, (u64, u64)>,
+}
+
+/// What a report says of the sessions.
+#[derive(Clone, Debug, Default)]
+pub struct SessionFigures {
+    pub count: u64,
+    /// Sessions every turn of which ended `ok`.
+    pub completed: u64,
+    pub turns: Dist,
+    /// First send to last completion, ms.
+    pub duration_ms: Dist,
+    /// (turn, cached tokens, prompt tokens), by turn position.
+    pub cache_by_turn: Vec<(u64, u64, u64)>,
+}
+
+impl Sessions {
+    /// Count one result of `session` (its `turn`, when known). Warmup
+    /// results are left out by the caller.
+    pub fn add(&mut self, session: &str, turn: Option<u64>, r: &ResultView) {
+        let end = r.sent_ms + r.e2e_ms.unwrap_or(0.0);
+        let failed = u64::from(r.status != Status::Ok);
+        match self.runs.get_mut(session) {
+            Some(s) => {
+                s.first_sent_ms = s.first_sent_ms.min(r.sent_ms);
+                s.last_end_ms = s.last_end_ms.max(end);
+                s.turns += 1;
+                s.failed += failed;
+            }
+            None => {
+                self.runs.insert(
+                    session.to_string(),
+                    SessionRun {
+                        first_sent_ms: r.sent_ms,
+                        last_end_ms: end,
+                        turns: 1,
+                        failed,
+                    },
+                );
+            }
+        }
+        if let (Some(turn), Some(cached), Some(prompt)) = (turn, r.cached_tokens, r.prompt_tokens) {
+            let c = self.cache_by_turn.entry(turn).or_insert((0, 0));
+            c.0 = c.0.saturating_add(cached);
+            c.1 = c.1.saturating_add(prompt);
+        }
+    }
+
+    /// Fold in another group's sessions (a session split over groups is
+    /// one session).
+    pub fn merge(&mut self, o: &Sessions) {
+        for (id, r) in &o.runs {
+            match self.runs.get_mut(id) {
+                Some(s) => {
+                    s.first_sent_ms = s.first_sent_ms.min(r.first_sent_ms);
+                    s.last_end_ms = s.last_end_ms.max(r.last_end_ms);
+                    s.turns += r.turns;
+                    s.failed += r.failed;
+                }
+                None => {
+                    self.runs.insert(id.clone(), *r);
+                }
+            }
+        }
+        for (turn, (c, p)) in &o.cache_by_turn {
+            let e = self.cache_by_turn.entry(*turn).or_insert((0, 0));
+            e.0 = e.0.saturating_add(*c);
+            e.1 = e.1.saturating_add(*p);
+        }
+    }
+
+    /// No result had a session.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The figures.
+    pub fn figures(&self) -> SessionFigures {
+        let mut f = SessionFigures {
+            count: self.runs.len() as u64,
+            ..SessionFigures::default()
+        };
+        for r in self.runs.values() {
+            f.completed += u64::from(r.failed == 0);
+            f.turns.record(r.turns as f64);
+            f.duration_ms.record(r.last_end_ms - r.first_sent_ms);
+        }
+        f.cache_by_turn = self
+            .cache_by_turn
+            .iter()
+            .map(|(t, (c, p))| (*t, *c, *p))
+            .collect();
+        f
+    }
+}
+
 /// Everything summarize knows about one group of results.
 #[derive(Clone, Debug, Default)]
 pub struct Aggregate {
@@ -484,6 +598,8 @@ pub struct Aggregate {
     pub slo_met_all: u64,
     /// Time series, by window index.
     pub windows: BTreeMap<i64, Window>,
+    /// Results of sessions.
+    pub sessions: Sessions,
 }
 
 /// What folding needs besides the result.
@@ -633,6 +749,7 @@ impl Aggregate {
 
     /// Fold another group's figures in.
     pub fn merge(&mut self, o: &Aggregate) {
+        self.sessions.merge(&o.sessions);
         self.total += o.total;
         self.warmup += o.warmup;
         for (k, v) in &o.by_status {

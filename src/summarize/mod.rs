@@ -295,6 +295,25 @@ fn group_key(line: &str, field: &str) -> String {
     }
 }
 
+/// An empty run, but for one session of one turn: every figure a report
+/// can have, for checking `--fail-if` paths.
+fn with_a_session() -> Aggregate {
+    let mut a = Aggregate::default();
+    let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0}"#;
+    if let Ok(view) = ResultView::parse(line) {
+        a.sessions.add("s", Some(1), &view);
+    }
+    a
+}
+
+/// A result line's `session_id` and `turn`, when it has a session.
+fn session_of(line: &str) -> Option<(String, Option<u64>)> {
+    let [session, turn] = json::peek(line, ["session_id", "turn"])?;
+    let session = record::string("session_id", session?).ok()?.into_owned();
+    let turn = turn.and_then(|t| record::integer("turn", t).ok());
+    Some((session, turn))
+}
+
 /// Run trace-summarize.
 pub fn run(args: &Args) -> Result<Outcome> {
     let slo = args.slo.clone().unwrap_or_default();
@@ -308,9 +327,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     };
     // A threshold naming no figure is a usage error, found before reading:
     // an empty run has every key of a full one.
-    let shape = report::to_json(&Aggregate::default(), &report_opts);
+    let shape = report::to_json(&with_a_session(), &report_opts);
     for t in &args.fail_if {
-        if report::lookup(&shape, &t.path).is_none() {
+        // Turn positions are keys only a run knows.
+        let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.");
+        if !by_turn && report::lookup(&shape, &t.path).is_none() {
             return Err(Error::usage(format!(
                 "--fail-if '{}': the report has no figure `{}` (see --format json for the keys)",
                 t.text, t.path
@@ -355,12 +376,16 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 run.add(&view, conventions[0].ttft(&view));
             }
         }
-        match &args.by {
-            None => overall.add(&view, &itl, &fold),
-            Some(field) => groups
-                .entry(group_key(line, field))
-                .or_default()
-                .add(&view, &itl, &fold),
+        let agg = match &args.by {
+            None => &mut overall,
+            Some(field) => groups.entry(group_key(line, field)).or_default(),
+        };
+        agg.add(&view, &itl, &fold);
+        // Only lines that name a session are looked at again.
+        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
+            if let Some((session, turn)) = session_of(line) {
+                agg.sessions.add(&session, turn, &view);
+            }
         }
     }
     skipper.finish();

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value, json};
 
 use super::metrics::{
-    Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, Slo, Summary,
+    Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
+    Summary,
 };
 use crate::result::Status;
 
@@ -203,6 +204,9 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
             "results": a.cache_reports,
         }),
     );
+    if !a.sessions.is_empty() {
+        m.insert("sessions".into(), sessions_json(&a.sessions.figures(), ps));
+    }
     if !o.slo.bounds.is_empty() {
         let mut bounds = Map::new();
         let mut met = Map::new();
@@ -254,6 +258,27 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
         m.insert("windows".into(), Value::Array(series));
     }
     Value::Object(m)
+}
+
+/// The sessions' figures: counts, turns per session, session duration
+/// (first send to last completion) and the prefix cache hit rate by turn
+/// position, keyed by the turn (`--fail-if 'sessions.cache_hit_rate_by_turn.2<0.5'`).
+fn sessions_json(f: &SessionFigures, ps: &[f64]) -> Value {
+    let by_turn: Map<String, Value> = f
+        .cache_by_turn
+        .iter()
+        .map(|(t, c, p)| {
+            let rate = (*p > 0).then(|| *c as f64 / *p as f64);
+            (t.to_string(), json!(rate))
+        })
+        .collect();
+    json!({
+        "count": f.count,
+        "completed": f.completed,
+        "turns": stats_json(&f.turns, ps),
+        "duration_ms": stats_json(&f.duration_ms, ps),
+        "cache_hit_rate_by_turn": by_turn,
+    })
 }
 
 /// One convention's figures beside the report's own.
@@ -481,6 +506,35 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
             j["peak"]["in_flight"].to_string(),
         ],
     ];
+    if let Some(s) = j.get("sessions") {
+        let turns = &s["turns"];
+        let duration = &s["duration_ms"];
+        facts.push(vec![
+            "sessions".into(),
+            format!(
+                "{} ({} with every turn ok); turns per session mean {}, max {}; duration p50 {} ms, max {} ms",
+                s["count"],
+                s["completed"],
+                num(&turns["mean"], 2),
+                num(&turns["max"], 0),
+                num(&duration[percentile_key(50.0)], 1),
+                num(&duration["max"], 1),
+            ),
+        ]);
+        if let Some(by_turn) = s["cache_hit_rate_by_turn"]
+            .as_object()
+            .filter(|m| !m.is_empty())
+        {
+            let rates: Vec<String> = by_turn
+                .iter()
+                .map(|(t, r)| format!("{t}: {}", num(r, 3)))
+                .collect();
+            facts.push(vec![
+                "prefix cache hit rate by turn".into(),
+                rates.join(", "),
+            ]);
+        }
+    }
     let cache = &j["prefix_cache"];
     if cache["results"].as_u64().unwrap_or(0) > 0 {
         facts.push(vec![

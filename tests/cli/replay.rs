@@ -1237,6 +1237,11 @@ fn delta_turns_continue_the_conversation_as_sent_and_answered() {
         run.code(0);
         let r = by_index(&run, 3);
         assert_eq!(statuses(&r)["ok"], 3, "{flags:?} {r:?}");
+        // Results carry the turn's position in its session and `after`.
+        let turns: Vec<&Value> = r.values().map(|x| &x["turn"]).collect();
+        assert_eq!(turns, [&json!(1), &json!(2), &Value::Null]);
+        let after: Vec<&Value> = r.values().map(|x| &x["after"]).collect();
+        assert_eq!(after, [&Value::Null, &Value::Null, &json!(["t2"])]);
         let seen = server.seen.lock().unwrap().clone();
         let sent: Vec<Value> = seen
             .iter()

@@ -530,3 +530,87 @@ fn plots_overlay_runs_and_keep_the_spike() {
     let svg = String::from_utf8(dir.read("stdin.svg")).unwrap();
     assert_eq!(svg.lines().filter(|l| l.trim() == "run TTFT").count(), 2);
 }
+
+/// Two sessions, worked out by hand:
+///
+/// | session | turn | sent | e2e | end | status | prompt | cached |
+/// |---------|------|------|-----|-----|--------|--------|--------|
+/// | s1      | 1    | 0    | 100 | 100 | ok     | 100    | 0      |
+/// | s2      | 1    | 10   | 30  | 40  | ok     | 100    | 20     |
+/// | s2      | 2    | 50   | -   | 50  | error  | -      | -      |
+/// | s1      | 2    | 150  | 50  | 200 | ok     | 200    | 150    |
+///
+/// s1: 2 turns, 0 to 200 = 200 ms, every turn ok; s2: 2 turns, 10 to 50 =
+/// 40 ms, one error. Durations [40, 200]: mean 120, p50 (nearest rank,
+/// the 1st of 2) 40, max 200. Cache by turn: turn 1 (0 + 20) / (100 +
+/// 100) = 0.1; turn 2 150 / 200 = 0.75 (the error reported no usage).
+#[test]
+fn sessions_turns_durations_and_the_cache_by_turn() {
+    let dir = TestDir::new("summarize-sessions");
+    let line =
+        |s: &str, turn: u64, sent: f64, e2e: Option<f64>, ok: bool, usage: Option<(u64, u64)>| {
+            let mut r = serde_json::json!({"index": 0, "session_id": s, "turn": turn,
+            "scheduled_ms": sent, "sent_ms": sent, "start_time": "2026-11-24T00:00:00Z",
+            "ttft_ms": e2e.map(|e| e / 2.0), "e2e_ms": e2e, "itl_ms": [],
+            "status": if ok { "ok" } else { "error" }});
+            if let Some((p, c)) = usage {
+                r["prompt_tokens"] = p.into();
+                r["cached_tokens"] = c.into();
+                r["completion_tokens"] = 2.into();
+            }
+            format!("{r}\n")
+        };
+    let text = [
+        line("s1", 1, 0.0, Some(100.0), true, Some((100, 0))),
+        line("s2", 1, 10.0, Some(30.0), true, Some((100, 20))),
+        line("s2", 2, 50.0, None, false, None),
+        line("s1", 2, 150.0, Some(50.0), true, Some((200, 150))),
+    ]
+    .concat();
+    dir.write("r.ndjson", &text);
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--format", "json", "r.ndjson"])
+        .run();
+    run.ok();
+    let s = &run.json()["sessions"];
+    assert_eq!(
+        (&s["count"], &s["completed"]),
+        (&Value::from(2), &Value::from(1))
+    );
+    close(&s["turns"]["mean"], 2.0);
+    close(&s["turns"]["max"], 2.0);
+    close(&s["duration_ms"]["mean"], 120.0);
+    close(&s["duration_ms"]["p50"], 40.0);
+    close(&s["duration_ms"]["max"], 200.0);
+    close(&s["cache_hit_rate_by_turn"]["1"], 0.1);
+    close(&s["cache_hit_rate_by_turn"]["2"], 0.75);
+
+    let run = dir.cmd("trace-summarize").arg("r.ndjson").run();
+    run.ok();
+    let out = run.stdout_str();
+    assert!(
+        out.contains("sessions") && out.contains("2 (1 with every turn ok); turns per session mean 2, max 2; duration p50 40 ms, max 200 ms"),
+        "{out}"
+    );
+    assert!(
+        out.contains("prefix cache hit rate by turn  1: 0.1, 2: 0.75\n"),
+        "{out}"
+    );
+
+    // A gate on a later turn's hit rate.
+    let run = dir
+        .cmd("trace-summarize")
+        .args([
+            "--fail-if",
+            "sessions.cache_hit_rate_by_turn.2<0.8",
+            "r.ndjson",
+        ])
+        .run();
+    run.code(1);
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--fail-if", "sessions.completed<1", "r.ndjson"])
+        .run();
+    run.ok();
+}
