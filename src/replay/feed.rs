@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::io::{InputSpec, Lines};
 use crate::prompts::Synthesizer;
 use crate::record::Record;
+use crate::shard::Dealer;
 
 /// Records read ahead of the schedule (bodies built, prompts synthesized).
 pub(super) const READ_AHEAD: usize = 1024;
@@ -72,6 +73,8 @@ pub(super) struct Feed<'a> {
     ended: bool,
     /// Turns taken on so far in each session (one counter a session).
     turns: std::collections::HashMap<String, u64>,
+    /// --shard: which records are this shard's.
+    dealer: Option<Dealer>,
 }
 
 impl<'a> Feed<'a> {
@@ -87,6 +90,7 @@ impl<'a> Feed<'a> {
             first_timestamp: None,
             ended: false,
             turns: std::collections::HashMap::new(),
+            dealer: None,
         }
     }
 
@@ -120,7 +124,10 @@ impl<'a> Feed<'a> {
             }
             if let Some((k, n)) = self.args.shard {
                 let session = rec.session_id().ok().flatten();
-                if crate::shard::shard_of(session.as_deref(), index, n) != k - 1 {
+                let id = rec.id().ok().flatten();
+                let after = request::after(&rec).unwrap_or_default();
+                let dealer = self.dealer.get_or_insert_with(|| Dealer::new(n));
+                if dealer.deal(id.as_deref(), session.as_deref(), &after, index) != k - 1 {
                     continue;
                 }
             }

@@ -145,7 +145,7 @@ fn is_delta(rec: &Record) -> std::result::Result<bool, FieldError> {
 }
 
 /// `after`: an array of the ids of earlier records.
-fn after(rec: &Record) -> std::result::Result<Vec<String>, FieldError> {
+pub fn after(rec: &Record) -> std::result::Result<Vec<String>, FieldError> {
     match rec.get("after") {
         None => Ok(Vec::new()),
         Some(raw) => serde_json::from_str::<Vec<String>>(raw.get()).map_err(|_| {
