@@ -20,6 +20,10 @@
 #               the kernel's part of the work costs on this machine
 #   floorstream the stream1000 schedule sent the same way, each streamed
 #               answer read to its end
+#   agentic     100 k records of agent sessions (5-50 calls each, fan-outs
+#               of up to 8 parallel calls joined by the next call), the
+#               later calls untimed and waiting on `after`: dispatch lag
+#               from the instant each call became due, and memory
 #   callgrind   instructions in user space per request, under valgrind's
 #               callgrind, for 1,500 requests at 500/s without streaming
 #               and with 16 chunks: repeatable, unlike CPU time on a VM
@@ -30,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"stream1000 batch5000 memory shards floor floorstream callgrind aiperf"}
+RUNS=${RUNS:-"stream1000 batch5000 memory shards floor floorstream agentic callgrind aiperf"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-replay}
 mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
@@ -88,8 +92,46 @@ print(f'  {n} requests in {w} s wall; client CPU {u+s:.2f} s = {(u+s)/n*1e6:.1f}
 print(f'{(u+s)/n*1e6:.1f}', file=open('$WORK/$name.cpu', 'w'))"
 }
 
+# Agent sessions: SESSIONS starting RATE per second, each a chain of steps
+# where a step is one call or a fan-out of 2-8 parallel calls; the step
+# after a fan-out joins it. Only a session's first call has a timestamp.
+make_agentic() { # RECORDS RATE FILE
+  python3 - "$@" <<'PY'
+import json, random, sys
+n, rate, path = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+rnd = random.Random(7)
+written, s = 0, 0
+with open(path, "w") as f:
+    while written < n:
+        turns = min(rnd.randint(5, 50), n - written)
+        prev, k = [], 0
+        while k < turns:
+            width = 1 if not prev or rnd.random() < 0.7 else min(rnd.randint(2, 8), turns - k)
+            step = []
+            for _ in range(width):
+                r = {"id": f"s{s}-c{k}", "session_id": f"s{s}",
+                     "text_input": f"call {k} of session {s}", "output_length": 4}
+                if prev:
+                    r["after"], r["delay"] = prev, round(rnd.random() * 5, 3)
+                else:
+                    r["timestamp"] = round(s * 1000.0 / rate, 3)
+                f.write(json.dumps(r) + "\n")
+                step.append(r["id"])
+                k += 1
+            prev = step
+        written += turns
+        s += 1
+PY
+}
+
 for run in $RUNS; do
   case $run in
+    agentic)
+      make_agentic 100000 60 "$WORK/agentic.jsonl"
+      start_sim "$WORK/agentic.arrivals"
+      replay agentic "$WORK/agentic.jsonl"
+      stop_sim
+      ;;
     stream1000)
       make_trace 30000 1000 16 "$WORK/stream1000.jsonl"
       start_sim "$WORK/stream1000.arrivals"
