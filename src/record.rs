@@ -1,4 +1,4 @@
-//! The canonical trace record: typed access to the fields DESIGN.md defines,
+//! The canonical trace record: typed access to the fields man/tracekit.7 defines,
 //! every other field kept as it was.
 //!
 //! A [`Record`] is the line's fields in their original order, each value the
@@ -20,7 +20,7 @@ use crate::error::{Error, FieldError, Location, quote_value};
 /// The default block size of `hash_ids`, in tokens.
 pub const DEFAULT_BLOCK_SIZE: u64 = 512;
 
-/// The fields DESIGN.md's table defines, in its order.
+/// The fields the table of man/tracekit.7 defines, in its order.
 pub const KNOWN_FIELDS: &[&str] = &[
     "timestamp",
     "input_length",
@@ -558,7 +558,7 @@ fn parse_integer_array(text: &str, out: &mut Vec<u64>) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// The whole-record check of DESIGN.md's table.
+// The whole-record check of the table of man/tracekit.7.
 
 /// How a record gives its prompt. A record has exactly one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -641,7 +641,7 @@ pub fn check_block_count(ids: usize, input_length: u64, block_size: u64) -> Resu
     ))
 }
 
-/// Check a record against DESIGN.md's table; every problem found is pushed
+/// Check a record against the table of man/tracekit.7; every problem found is pushed
 /// to `errors` (several per record when several fields are wrong).
 pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Checked {
     fn keep<T>(r: Result<Option<T>, FieldError>, errors: &mut Vec<FieldError>) -> Option<T> {

@@ -1,4 +1,4 @@
-//! The result record: one JSON line per replayed request (DESIGN.md), written
+//! The result record: one JSON line per replayed request (man/tracekit.7), written
 //! by trace-replay and read by trace-summarize.
 //!
 //! Field order is the struct's order. Optional measurements are written as
