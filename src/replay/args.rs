@@ -94,6 +94,13 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub session_header: Option<String>,
 
+    /// Later turns of sessions whose prompts are synthesized (from
+    /// `input_length` and `hash_ids`) carry the answers the server really
+    /// gave: the previous turn's conversation, its answer, then synthesized
+    /// tokens for the rest of `input_length` (chat only).
+    #[arg(long)]
+    pub live_answers: bool,
+
     /// JSON object merged into every request body; a record's `extra` wins.
     #[arg(long, value_name = "JSON")]
     pub extra: Option<String>,
@@ -219,6 +226,7 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
         ignore_eos: args.ignore_eos,
         min_tokens: args.min_tokens,
         extra,
+        live_answers: args.live_answers,
         session_header: match &args.session_header {
             None => None,
             Some(name) => Some(

@@ -180,9 +180,13 @@ pub enum Parent {
 }
 
 /// The conversations later turns may continue, by id and by session.
+/// A kept conversation, and its length in tokens (the prompt's, as the
+/// trace gives it, plus the answer's, as the server counted it).
+pub type Conversation = (Messages, u64);
+
 pub struct Kept {
-    by_id: LruCache<String, Messages>,
-    by_session: LruCache<String, Messages>,
+    by_id: LruCache<String, Conversation>,
+    by_session: LruCache<String, Conversation>,
 }
 
 impl Default for Kept {
@@ -197,17 +201,17 @@ impl Default for Kept {
 
 impl Kept {
     /// Keep a completed request's conversation under its id and session.
-    pub fn keep(&mut self, id: Option<&str>, session: Option<&str>, messages: Messages) {
+    pub fn keep(&mut self, id: Option<&str>, session: Option<&str>, c: Conversation) {
         if let Some(id) = id {
-            self.by_id.put(id.to_string(), messages.clone());
+            self.by_id.put(id.to_string(), c.clone());
         }
         if let Some(s) = session {
-            self.by_session.put(s.to_string(), messages);
+            self.by_session.put(s.to_string(), c);
         }
     }
 
     /// The conversation a turn continues, if it is still kept.
-    pub fn get(&mut self, parent: &Parent) -> Option<Messages> {
+    pub fn get(&mut self, parent: &Parent) -> Option<Conversation> {
         match parent {
             Parent::Id(id) => self.by_id.get(id).cloned(),
             Parent::Session(s) => self.by_session.get(s).cloned(),
@@ -218,9 +222,32 @@ impl Kept {
 /// A delta turn's body: its own body with the parent's conversation
 /// spliced in before its own messages, which stand at `span` in the body.
 pub fn splice(body: &[u8], span: (usize, usize), parent: &[u8]) -> Vec<u8> {
+    let own = inner(&body[span.0..span.1]).unwrap_or_default();
+    replace(body, span, &[parent, own])
+}
+
+/// `--live-answers`: the new part of a synthesized turn, the words of its
+/// prompt past the session's history (`history` tokens: the words are one
+/// token each), as one user message.
+pub fn live_message(prompt: &str, history: u64) -> Vec<u8> {
+    // Words start with their space: " apple".
+    let starts: Vec<usize> = prompt
+        .char_indices()
+        .filter(|&(i, c)| c == ' ' && (i == 0 || !prompt[..i].ends_with(' ')))
+        .map(|(i, _)| i)
+        .collect();
+    let from = starts
+        .get(usize::try_from(history).unwrap_or(usize::MAX))
+        .map_or(prompt.len(), |&i| i);
+    json!({"role": "user", "content": &prompt[from..]})
+        .to_string()
+        .into_bytes()
+}
+
+/// The body with the messages at `span` replaced by `parts` joined.
+pub fn replace(body: &[u8], span: (usize, usize), parts: &[&[u8]]) -> Vec<u8> {
     let (start, end) = span;
-    let own = inner(&body[start..end]).unwrap_or_default();
-    let messages = join(&[parent, own]);
+    let messages = join(parts);
     let mut out = Vec::with_capacity(body.len() + messages.len());
     out.extend_from_slice(&body[..start]);
     out.extend_from_slice(&messages);
@@ -299,5 +326,19 @@ mod tests {
             text(&splice(body, (12, 14), &kept)),
             r#"{"messages":[{"role":"user","content":"hi"}]}"#
         );
+    }
+
+    #[test]
+    fn a_live_turn_sends_the_words_past_its_history() {
+        let prompt = " one two three four";
+        let content = |h| {
+            let v: Value = serde_json::from_slice(&live_message(prompt, h)).unwrap();
+            v["content"].as_str().unwrap().to_string()
+        };
+        assert_eq!(content(0), " one two three four");
+        assert_eq!(content(3), " four");
+        // A history as long as the prompt or longer leaves nothing new.
+        assert_eq!(content(4), "");
+        assert_eq!(content(u64::MAX), "");
     }
 }

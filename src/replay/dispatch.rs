@@ -35,8 +35,9 @@ pub(super) enum Control {
         key: u64,
         id: Option<String>,
         session: Option<String>,
-        /// Its conversation, for the turns that may continue it.
-        conversation: Option<Vec<u8>>,
+        /// Its conversation, for the turns that may continue it, and the
+        /// conversation's length in tokens.
+        conversation: Option<(Vec<u8>, u64)>,
         at: Instant,
         lag_ms: f64,
         warmup: bool,
@@ -88,6 +89,9 @@ pub(super) struct Dispatcher<'a> {
     pub(super) kept: Kept,
     /// Delta turns whose conversation was not kept.
     pub(super) lost_parents: u64,
+    /// --live-answers turns whose `input_length` is shorter than their
+    /// session's history.
+    pub(super) short_turns: u64,
     /// Start of the run (of the warmup, before it).
     pub(super) origin: Instant,
 }
@@ -392,9 +396,9 @@ impl Dispatcher<'_> {
                     return;
                 }
                 // Kept before the turns waiting for it are released.
-                if let Some(c) = conversation {
+                if let Some((c, tokens)) = conversation {
                     self.kept
-                        .keep(id.as_deref(), session.as_deref(), Arc::new(c));
+                        .keep(id.as_deref(), session.as_deref(), (Arc::new(c), tokens));
                 }
                 let done = Completed {
                     key,
@@ -464,10 +468,12 @@ impl Dispatcher<'_> {
             let conversation = match (req.keep, req.messages_span) {
                 (true, Some((start, end))) => {
                     let answer = transcript.and_then(Transcript::message);
-                    Some(conversation::continued(
-                        &req.body[start..end],
-                        answer.as_ref(),
-                    ))
+                    let messages = conversation::continued(&req.body[start..end], answer.as_ref());
+                    let tokens = req
+                        .input_length
+                        .unwrap_or(0)
+                        .saturating_add(result.completion_tokens.unwrap_or(0));
+                    Some((messages, tokens))
                 }
                 _ => None,
             };
@@ -504,10 +510,23 @@ impl Dispatcher<'_> {
             return;
         };
         match self.kept.get(parent) {
-            Some(messages) => {
-                let body = conversation::splice(&req.body, span, &messages);
-                let added = body.len() - req.body.len();
-                req.messages_span = Some((span.0, span.1 + added));
+            Some((messages, history)) => {
+                let body = match req.synthesized.take() {
+                    // --live-answers: the history, then the prompt's words
+                    // past it.
+                    Some(prompt) => {
+                        let asked = req.input_length.unwrap_or(0);
+                        if asked < history {
+                            self.short_turns += 1;
+                        }
+                        let own = conversation::live_message(&prompt, history);
+                        conversation::replace(&req.body, span, &[&messages, &own])
+                    }
+                    None => conversation::splice(&req.body, span, &messages),
+                };
+                // What follows the messages is unchanged.
+                let tail = req.body.len() - span.1;
+                req.messages_span = Some((span.0, body.len() - tail));
                 req.body = body.into();
             }
             None => {

@@ -8,6 +8,7 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::Shared;
 use super::args::Args;
+use super::conversation::Parent;
 use super::request::{self, BodyOptions, PrepareError, Prepared, PromptSource};
 use crate::cli::Skipper;
 use crate::error::{Error, Result};
@@ -148,6 +149,19 @@ impl<'a> Feed<'a> {
                         let n = self.turns.entry(s.clone()).or_insert(0);
                         *n += 1;
                         p.turn = Some(*n);
+                        // --live-answers: a later turn continues the
+                        // session's conversation once its previous turn
+                        // is done; a first turn goes as it is.
+                        if p.synthesized.is_some() && p.parent.is_none() {
+                            if *n > 1 {
+                                p.parent = Some(Parent::Session(s.clone()));
+                                if p.after.is_empty() && p.delay.is_none() {
+                                    p.delay = Some(0.0);
+                                }
+                            } else {
+                                p.synthesized = None;
+                            }
+                        }
                     }
                     return Ok(Some(p));
                 }

@@ -244,6 +244,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             unknown_after: 0,
             kept: Default::default(),
             lost_parents: 0,
+            short_turns: 0,
             origin: Instant::now(),
         };
         let ended = runtime.block_on(dispatcher.run(&run_start));
@@ -253,8 +254,17 @@ pub fn run(args: &Args) -> Result<Outcome> {
             lag,
             late,
             unknown_after,
+            short_turns,
             ..
         } = dispatcher;
+        if short_turns > 0 {
+            cli::warn(format!(
+                "--live-answers: {short_turns} later turn{} asked for fewer prompt tokens than \
+                 their session's history (previous prompt + the answer given): they were sent \
+                 with the history and no new tokens",
+                crate::text::plural(short_turns)
+            ));
+        }
         let _ = reader.join();
         if unknown_after > MAX_UNKNOWN_WARNINGS {
             cli::warn(format!(

@@ -42,6 +42,9 @@ pub struct BodyOptions {
     pub extra: Map<String, Value>,
     /// `--session-header`: send each record's `session_id` in this header.
     pub session_header: Option<reqwest::header::HeaderName>,
+    /// `--live-answers`: later turns of synthesized sessions carry the
+    /// answers the server gave.
+    pub live_answers: bool,
 }
 
 /// A request ready to send, and the trace's figures for its result.
@@ -72,6 +75,9 @@ pub struct Prepared {
     pub parent: Option<Parent>,
     /// The turn's position in its session, from 1 (set by the feed).
     pub turn: Option<u64>,
+    /// `--live-answers`: the synthesized prompt of a session turn, whose
+    /// part beyond the session's history is sent after it.
+    pub synthesized: Option<String>,
     /// The value of `--session-header`: the record's `session_id`.
     pub session_header: Option<reqwest::header::HeaderValue>,
 }
@@ -225,14 +231,20 @@ pub fn prepare(
             ..base
         });
     }
+    let mut synthesized = false;
     let text: Option<String> = match rec.text_input()? {
         Some(t) => Some(t.into_owned()),
         None if crate::prompts::needs_prompt(rec) => {
             let synth = prompts.synthesizer().map_err(PrepareError::Fatal)?;
+            synthesized = true;
             prompt_for(rec, synth, index)?.map(|p| p.text)
         }
         None => None,
     };
+    let live = opts.live_answers
+        && synthesized
+        && opts.endpoint == Endpoint::Chat
+        && base.session_id.is_some();
     let messages = rec.get("messages");
     let token_ids = rec
         .get("prompt_token_ids")
@@ -319,6 +331,7 @@ pub fn prepare(
         stream,
         messages_span,
         keep,
+        synthesized: if live { text } else { None },
         ..base
     })
 }
@@ -476,6 +489,7 @@ mod tests {
             min_tokens: flags & 8 != 0,
             extra: serde_json::from_str(extra).unwrap(),
             session_header: None,
+            live_answers: false,
         }
     }
 

@@ -1306,3 +1306,37 @@ fn the_simulator_caches_its_own_answers_for_the_turns_that_carry_them() {
     // (cached by the first run too) and nothing of the answer's.
     assert_eq!(cached(&history), [(1024, 1024), (1539, 1024)]);
 }
+
+#[test]
+fn live_answers_put_the_servers_own_answer_in_later_synthesized_turns() {
+    // Turn 2 shares turn 1's two blocks (hash ids 1, 2) and asks for 2,048
+    // tokens in all; turn 1's answer is 512 tokens.
+    let input = trace(&[
+        json!({"session_id": "s", "timestamp": 0, "input_length": 1024, "hash_ids": [1, 2],
+               "output_length": 512}),
+        json!({"session_id": "s", "delay": 0, "input_length": 2048, "hash_ids": [1, 2, 3, 4],
+               "output_length": 1}),
+    ]);
+    let cached = |flags: &[&str]| -> Vec<(u64, u64)> {
+        let sim = Sim::start(&["--itl-ms", "0"]);
+        let mut args = vec!["--url", sim.url.as_str()];
+        args.extend_from_slice(flags);
+        let run = replay(&args, &input);
+        run.code(0);
+        by_index(&run, 2)
+            .values()
+            .map(|r| {
+                (
+                    r["prompt_tokens"].as_u64().unwrap(),
+                    r["cached_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // As recorded: turn 2's third block is the trace's, not the answer the
+    // server gave, so only the two shared prompt blocks are cached.
+    assert_eq!(cached(&[]), [(1024, 0), (2048, 1024)]);
+    // Live: turn 1's prompt (1,024), its answer (512), then 2,048 - 1,536 =
+    // 512 synthesized tokens; trace-sim has the first three blocks cached.
+    assert_eq!(cached(&["--live-answers"]), [(1024, 0), (2048, 1536)]);
+}
