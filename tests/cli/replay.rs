@@ -1340,3 +1340,31 @@ fn live_answers_put_the_servers_own_answer_in_later_synthesized_turns() {
     // 512 synthesized tokens; trace-sim has the first three blocks cached.
     assert_eq!(cached(&["--live-answers"]), [(1024, 0), (2048, 1536)]);
 }
+
+#[test]
+fn ctrl_c_mid_graph_cancels_every_call_still_waiting_for_a_dependency() {
+    let dir = TestDir::new("replay-sigint-graph");
+    let input = trace(&[
+        json!({"id": "c0", "timestamp": 0, "text_input": "a", "output_length": 2}),
+        // Due a minute after c0 completes: waiting when Ctrl-C comes.
+        json!({"id": "c1", "after": ["c0"], "delay": 60000, "text_input": "b", "output_length": 2}),
+        json!({"id": "c2", "after": ["c1"], "text_input": "c", "output_length": 2}),
+        json!({"id": "c3", "after": ["c1", "c2"], "text_input": "d", "output_length": 2}),
+        json!({"id": "t", "timestamp": 120000, "text_input": "e", "output_length": 2}),
+    ]);
+    dir.write("slow.jsonl", &input);
+    let child = Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args(["--sim", "--quiet", "-o", "out.ndjson", "slow.jsonl"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r = interrupt(&dir, child, 1, 5);
+    assert_eq!(r[&0]["status"], "ok", "{}", r[&0]);
+    for i in 1..5 {
+        assert_eq!(r[&i]["status"], "cancelled", "{}", r[&i]);
+    }
+    // Each keeps the record's `after`.
+    assert_eq!(r[&1]["after"], json!(["c0"]));
+}
