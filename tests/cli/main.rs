@@ -4,6 +4,7 @@ mod convert;
 mod deploy;
 mod golden;
 mod layers;
+mod limits;
 mod man;
 mod pipes;
 mod real_server;
