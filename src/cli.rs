@@ -183,6 +183,23 @@ impl Skipper {
     }
 }
 
+/// clap value parser for a size in bytes ≥ 1: a count, or one with a
+/// K, M or G suffix (powers of 1024: 64M is 67108864).
+pub fn byte_size(text: &str) -> std::result::Result<u64, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    match digits.parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+        Some(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "`{text}` is not a size in bytes ≥ 1 (a count, or with a K, M or G suffix)"
+        )),
+    }
+}
+
 /// clap value parser for counts that must be at least 1.
 pub fn positive_u64(text: &str) -> std::result::Result<u64, String> {
     match text.parse::<u64>() {

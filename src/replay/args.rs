@@ -100,6 +100,12 @@ pub struct Args {
     #[arg(long, value_name = "D", default_value = "10m", value_parser = crate::duration::parse_ms_arg)]
     pub timeout: f64,
 
+    /// Fail a request (status `error`) whose answer would hold more than N
+    /// bytes in memory: a whole body, or one line or event of a stream.
+    /// K, M and G multiply by 1024, 1024^2 and 1024^3.
+    #[arg(long, value_name = "N", default_value = "64M", value_parser = cli::byte_size)]
+    pub max_answer_bytes: u64,
+
     /// Send `ignore_eos: true` (vLLM, SGLang) so answers have exactly
     /// `output_length` tokens.
     #[arg(long)]

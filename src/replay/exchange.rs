@@ -21,6 +21,8 @@ pub struct Target {
     pub url: reqwest::Url,
     pub headers: reqwest::header::HeaderMap,
     pub timeout: Option<Duration>,
+    /// The most bytes one answer may hold in memory (--max-answer-bytes).
+    pub max_answer_bytes: usize,
     /// Plain `http://` without --http2 goes this leaner way.
     pub plain: Option<Plain>,
     /// The process's limit on open files, which caps connections in flight.
@@ -305,9 +307,31 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         match chunk {
             Ok(bytes) => {
                 let at = ms_since(sent);
+                let max = target.max_answer_bytes;
+                // A server that never ends a line or a body must not take
+                // the run's memory: the request fails, the run goes on.
                 if sse && status.is_success() {
                     parser.feed(bytes, |d| m.take_event(d, at));
+                    if parser.pending() > max {
+                        m.e2e_ms = Some(ms_since(sent));
+                        m.error = Some(format!(
+                            "an event of the answer is over --max-answer-bytes {max} bytes"
+                        ));
+                        return;
+                    }
                 } else {
+                    if whole.len().saturating_add(bytes.len()) > max {
+                        m.e2e_ms = Some(ms_since(sent));
+                        m.error = Some(format!(
+                            "the answer{} is over --max-answer-bytes {max} bytes",
+                            if status.is_success() {
+                                String::new()
+                            } else {
+                                format!(" (HTTP {})", status.as_u16())
+                            }
+                        ));
+                        return;
+                    }
                     whole.extend_from_slice(bytes);
                 }
             }

@@ -171,6 +171,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         url,
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
+        max_answer_bytes: usize::try_from(args.max_answer_bytes).unwrap_or(usize::MAX),
         open_files_limit: crate::io::raise_open_files_limit(),
         out_of_files: AtomicU8::new(0),
     });

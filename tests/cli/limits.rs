@@ -1,6 +1,7 @@
 //! Numbers beyond the limits the record and result models state: every
 //! tool refuses them with a clear error, none panics or allocates by them.
 
+use crate::servers::{Answer, Scripted};
 use crate::util::{Cmd, Run, TestDir};
 
 const OK: &str = r#"{"timestamp":0,"input_length":10,"output_length":5}"#;
@@ -313,5 +314,90 @@ fn summarize_bounds_times_and_buckets_by_the_data() {
     assert_eq!(
         run.lines()[2],
         "1,,,,,false,ok,,,978307200000,978307200000,0,100,,900,1000,1,900,900,,,,2,,"
+    );
+}
+
+/// Answers by the case named in the prompt: a stream whose one line never
+/// ends, a whole body too large, or a small stream.
+fn oversized_answer(body: &str) -> Answer {
+    if body.contains("case-endless-line") {
+        let mut line = b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec();
+        line.resize(200_000, b'x');
+        Answer::sse(&line, 16_384)
+    } else if body.contains("case-huge-body") {
+        let text = "y".repeat(200_000);
+        Answer::json(
+            "200 OK",
+            &format!(r#"{{"choices":[{{"message":{{"content":"{text}"}}}}]}}"#),
+        )
+    } else if body.contains("case-huge-error") {
+        Answer::json("500 Internal Server Error", &"z".repeat(200_000))
+    } else {
+        Answer::sse(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+            1000,
+        )
+    }
+}
+
+#[test]
+fn an_answer_over_max_answer_bytes_fails_its_request_only() {
+    let server = Scripted::start(oversized_answer);
+    let trace: String = [
+        "case-endless-line",
+        "case-huge-body",
+        "case-huge-error",
+        "case-ok",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, case)| {
+        format!("{{\"timestamp\":{i},\"text_input\":\"{case}\",\"output_length\":2}}\n")
+    })
+    .collect();
+    let want = [
+        (
+            "error",
+            "an event of the answer is over --max-answer-bytes 65536 bytes",
+        ),
+        ("error", "the answer is over --max-answer-bytes 65536 bytes"),
+        (
+            "error",
+            "the answer (HTTP 500) is over --max-answer-bytes 65536 bytes",
+        ),
+        ("ok", ""),
+    ];
+    // Straight to the server, and through reqwest (a proxy in the
+    // environment takes that path).
+    for proxied in [false, true] {
+        let mut cmd = Cmd::new("trace-replay").args(["--quiet", "--max-answer-bytes", "64K"]);
+        cmd = if proxied {
+            cmd.args(["--url", "http://tracekit.invalid:9/v1"])
+                .env("http_proxy", &server.url)
+        } else {
+            cmd.args(["--url", &server.url])
+        };
+        let run = cmd.stdin(trace.clone()).run();
+        run.code(0);
+        let mut results = run.json_lines();
+        results.sort_by_key(|r| r["index"].as_u64());
+        assert_eq!(results.len(), 4, "{}", run.stdout_str());
+        for (r, (status, error)) in results.iter().zip(want) {
+            assert_eq!(r["status"], status, "proxied {proxied}: {r}");
+            assert_eq!(
+                r["error"].as_str().unwrap_or(""),
+                error,
+                "proxied {proxied}: {r}"
+            );
+        }
+    }
+    let run = Cmd::new("trace-replay")
+        .args(["--dry-run", "--max-answer-bytes", "64X"])
+        .stdin(trace)
+        .run();
+    refused(
+        &run,
+        2,
+        "`64X` is not a size in bytes ≥ 1 (a count, or with a K, M or G suffix)",
     );
 }
