@@ -28,6 +28,43 @@ pub enum Outcome {
 }
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
+
+/// Credentials no output may show, longest first.
+static SECRETS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Secrets shorter than this are not hidden: replacing every `ab` in
+/// every message would hide more than it protects.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Hide these credentials from every line this module writes to standard
+/// error and from whatever a tool passes to [`redact`]. Set once.
+pub fn hide_secrets(secrets: impl IntoIterator<Item = String>) {
+    let mut all: Vec<String> = secrets
+        .into_iter()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    // Longest first: `Bearer KEY` goes whole before `KEY` alone.
+    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    all.dedup();
+    let _ = SECRETS.set(all);
+}
+
+/// `text` with every hidden credential replaced by `[REDACTED]`.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for s in SECRETS.get().into_iter().flatten() {
+        if out.contains(s.as_str()) {
+            out = std::borrow::Cow::Owned(out.replace(s.as_str(), "[REDACTED]"));
+        }
+    }
+    out
+}
+
+/// The length of the longest hidden credential (0 when none): how far
+/// past a cut to look so that no credential is cut in two unredacted.
+pub fn longest_secret() -> usize {
+    SECRETS.get().and_then(|s| s.first()).map_or(0, String::len)
+}
 static WARNINGS: AtomicU64 = AtomicU64::new(0);
 
 /// The running tool's name, for the `TOOL: ` prefix of diagnostics.
@@ -75,6 +112,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
 /// Write one line to standard error, ignoring failure: there is nowhere
 /// left to report a broken stderr.
 fn eprint_line(line: &str) {
+    let line = redact(line);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }

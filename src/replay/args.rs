@@ -84,7 +84,9 @@ pub struct Args {
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
 
-    /// Extra HTTP header, `Name: value`; repeatable.
+    /// Extra HTTP header, `Name: value`; repeatable. Credential values
+    /// (names with auth, key, token, secret, cookie...) are redacted from
+    /// every output.
     #[arg(long = "header", value_name = "'K: V'")]
     pub headers: Vec<String>,
 
@@ -244,11 +246,21 @@ pub(super) fn ca_certificates(path: &str) -> Result<Vec<reqwest::Certificate>> {
 pub(super) fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
     use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
-    for h in &args.headers {
-        let bad = || Error::usage(format!("--header: `{h}` is not `Name: value`"));
+    for (i, h) in args.headers.iter().enumerate() {
+        // Never quoted: a header may hold a credential.
+        let bad = || {
+            Error::usage(format!(
+                "--header number {}: not `Name: value` (not shown: it may hold a credential)",
+                i + 1
+            ))
+        };
         let (name, value) = h.split_once(':').ok_or_else(bad)?;
         let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
-        let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
+        let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+            Error::usage(format!(
+                "--header `{name}`: its value is not a valid header value (not shown: it may hold a credential)"
+            ))
+        })?;
         map.append(name, value);
     }
     if let Ok(key) = std::env::var(&args.api_key_env) {

@@ -359,16 +359,57 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         Err(_) => {}
     }
     if !status.is_success() {
-        let detail = m
-            .error
-            .take()
-            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&whole[..whole.len().min(200)])));
+        let detail = m.error.take().unwrap_or_else(|| {
+            // Redacted before the cut, so that no credential the server
+            // echoes is left half shown.
+            let near = &whole[..whole.len().min(200 + crate::cli::longest_secret())];
+            let text = crate::cli::redact(&String::from_utf8_lossy(near)).into_owned();
+            one_line(&String::from_utf8_lossy(
+                &text.as_bytes()[..text.len().min(200)],
+            ))
+        });
         m.error = Some(if detail.is_empty() {
             format!("HTTP {}", status.as_u16())
         } else {
             format!("HTTP {}: {detail}", status.as_u16())
         });
     }
+}
+
+/// The credentials a run knows: the API key, and the value of every
+/// header whose name says it carries one (with and without its scheme,
+/// `Bearer`), and the URL's user and password.
+pub fn secrets(
+    headers: &HeaderMap,
+    url: Option<&reqwest::Url>,
+    api_key: Option<String>,
+) -> Vec<String> {
+    const NAMES: [&str; 8] = [
+        "auth",
+        "key",
+        "token",
+        "secret",
+        "cookie",
+        "password",
+        "session",
+        "credential",
+    ];
+    let mut out: Vec<String> = api_key.into_iter().collect();
+    for (name, value) in headers {
+        let name = name.as_str();
+        if !NAMES.iter().any(|n| name.contains(n)) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        if let Some((_, token)) = value.split_once(' ') {
+            out.push(token.trim().to_string());
+        }
+        out.push(value);
+    }
+    if let Some(p) = url.and_then(reqwest::Url::password) {
+        out.push(p.to_string());
+    }
+    out
 }
 
 /// The skeleton of a request's result: everything known before sending.

@@ -102,7 +102,11 @@ impl Shared {
 pub fn run(args: &Args) -> Result<Outcome> {
     let inputs = io::input_specs(&args.input.files)?;
     let opts = body_options(args)?;
+    let api_key = || std::env::var(&args.api_key_env).ok();
     if args.dry_run {
+        if let Ok(h) = headers(args) {
+            cli::hide_secrets(exchange::secrets(&h, None, api_key()));
+        }
         return dry_run(args, &inputs, &opts);
     }
     let headers = headers(args)?;
@@ -135,6 +139,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         (None, false) => return Err(Error::usage("give --url URL, or --sim")),
     };
     let url = request_url(&base, opts.endpoint)?;
+    cli::hide_secrets(exchange::secrets(&headers, Some(&url), api_key()));
     let plain = if args.http2 {
         None
     } else {

@@ -401,3 +401,96 @@ fn an_answer_over_max_answer_bytes_fails_its_request_only() {
         "`64X` is not a size in bytes ≥ 1 (a count, or with a K, M or G suffix)",
     );
 }
+
+/// A server that echoes the request's head in its answers: in a 401 body,
+/// and in an error event of a stream.
+fn echo_head(head: &str, body: &str) -> Answer {
+    let head = head.replace("\r\n", " | ");
+    if body.contains("case-event") {
+        let event = serde_json::json!({"error": {"message": head}});
+        Answer::sse(
+            format!("data: {event}\n\ndata: [DONE]\n\n").as_bytes(),
+            1000,
+        )
+    } else {
+        Answer::json(
+            "401 Unauthorized",
+            &format!("bad credentials, you sent: {head}"),
+        )
+    }
+}
+
+#[test]
+fn no_credential_reaches_any_output() {
+    let server = Scripted::start_with_head(std::sync::Arc::new(echo_head));
+    let trace = "{\"timestamp\":0,\"text_input\":\"case-json\",\"output_length\":2,\"id\":\"a\"}\n\
+                 {\"timestamp\":1,\"text_input\":\"case-event\",\"output_length\":2,\"id\":\"b\"}\n";
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", &server.url])
+        .args(["--header", "X-Api-Key: xk-second-secret"])
+        .args(["--header", "Cookie: session=cookie-secret"])
+        .args(["--header", "X-Trace: visible-value"])
+        .env("OPENAI_API_KEY", "sk-first-secret")
+        .stdin(trace)
+        .run();
+    run.code(0);
+    // The server saw every credential.
+    let seen = server.seen.lock().unwrap().clone();
+    assert!(
+        seen[0]
+            .head
+            .contains("authorization: Bearer sk-first-secret\r\n")
+    );
+    assert!(seen[0].head.contains("x-api-key: xk-second-secret\r\n"));
+    let out = run.stdout_str();
+    for secret in ["sk-first-secret", "xk-second-secret", "cookie-secret"] {
+        assert!(!out.contains(secret), "{out}");
+        assert!(!run.stderr.contains(secret), "{}", run.stderr);
+    }
+    let mut results = run.json_lines();
+    results.sort_by_key(|r| r["index"].as_u64());
+    let json_error = results[0]["error"].as_str().unwrap();
+    assert!(
+        json_error.starts_with(
+            "HTTP 401: bad credentials, you sent: POST /v1/chat/completions HTTP/1.1 | "
+        ),
+        "{json_error}"
+    );
+    assert!(json_error.contains("[REDACTED]"), "{json_error}");
+    // The error event is shown in full: well under 200 bytes is cut.
+    let event_error = results[1]["error"].as_str().unwrap();
+    assert!(
+        event_error.contains("authorization: [REDACTED] | "),
+        "{event_error}"
+    );
+    assert!(
+        event_error.contains("x-api-key: [REDACTED] | "),
+        "{event_error}"
+    );
+    assert!(
+        event_error.contains("cookie: [REDACTED] | "),
+        "{event_error}"
+    );
+    assert!(
+        event_error.contains("x-trace: visible-value | "),
+        "{event_error}"
+    );
+
+    // A malformed --header is not quoted.
+    for bad in [
+        "Bearer sk-third-secret",
+        "Authorization: sk-\u{1}third-secret",
+    ] {
+        let run = Cmd::new("trace-replay")
+            .args(["--url", &server.url, "--header", bad])
+            .stdin("")
+            .run();
+        run.code(2);
+        assert!(!run.stderr.contains("third-secret"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("not shown: it may hold a credential"),
+            "{}",
+            run.stderr
+        );
+    }
+}
