@@ -25,6 +25,9 @@ pub enum Outcome {
     Negative,
     /// Exit 130: interrupted by Ctrl-C after every result was flushed.
     Interrupted,
+    /// Exit 128 + the signal (143 for SIGTERM, 129 for SIGHUP): stopped by
+    /// that signal after every result was flushed.
+    Signalled(u8),
 }
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
@@ -101,6 +104,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
         Ok(Outcome::Interrupted) => ExitCode::from(130),
+        Ok(Outcome::Signalled(sig)) => ExitCode::from(128u8.saturating_add(sig)),
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             eprint_line(&format!("{}: {err}", tool()));

@@ -16,7 +16,7 @@ pub(super) const EXAMPLES: &str = "\
 Exit status: 0 when the run ended (even if requests failed: their results
 say so; gate on them with trace-summarize --fail-if), 2 on trouble (bad
 usage, unreadable input, a malformed record), 130 when interrupted by Ctrl-C
-after every result was written.
+(143 by SIGTERM, 129 by SIGHUP) after every result was written.
 
 Examples:
   A demo with the built-in simulated server:
@@ -51,7 +51,8 @@ Examples:
 /// Every record taken on yields exactly one result, whatever the server
 /// does. Ctrl-C stops sending, waits --grace for requests in flight, writes
 /// `cancelled` results for the rest (and for the records left in the
-/// input), and exits 130; a second Ctrl-C cancels at once.
+/// input), and exits 130; a second Ctrl-C cancels at once. SIGTERM and
+/// SIGHUP do the same, and exit 143 and 129.
 #[derive(Parser, Debug)]
 #[command(name = "trace-replay", version, after_long_help = EXAMPLES)]
 pub struct Args {

@@ -272,18 +272,80 @@ pub fn run(args: &Args) -> Result<Outcome> {
         return Err(e);
     }
     Ok(if interrupted {
-        Outcome::Interrupted
+        match STOPPED_BY.load(Ordering::SeqCst) {
+            0 | libc::SIGINT => Outcome::Interrupted,
+            sig => Outcome::Signalled(u8::try_from(sig).unwrap_or(0)),
+        }
     } else {
         Outcome::Success
     })
 }
 
-/// First Ctrl-C: stop sending, give requests in flight `grace`, then
-/// cancel them. Second Ctrl-C: cancel at once.
-async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
+/// The signal that stopped the run (0: none).
+static STOPPED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// SIGINT, SIGTERM and SIGHUP, as they come.
+struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
+
+impl StopSignals {
+    fn new() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            (libc::SIGINT, SignalKind::interrupt()),
+            (libc::SIGTERM, SignalKind::terminate()),
+            (libc::SIGHUP, SignalKind::hangup()),
+        ];
+        StopSignals(
+            kinds
+                .into_iter()
+                .filter_map(|(n, kind)| signal(kind).ok().map(|s| (n, s)))
+                .collect(),
+        )
     }
+
+    /// The next of them to arrive.
+    async fn recv(&mut self) -> i32 {
+        let waits = self.0.iter_mut().map(|(n, s)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        match futures_select_all(waits).await {
+            Some(n) => n,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The first of `futures` to finish; `None` when there is none.
+async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(
+    futures: impl Iterator<Item = F>,
+) -> Option<i32> {
+    let mut futures: Vec<F> = futures.collect();
+    if futures.is_empty() {
+        return None;
+    }
+    Some(
+        std::future::poll_fn(|cx| {
+            for f in &mut futures {
+                if let std::task::Poll::Ready(n) = std::pin::Pin::new(f).poll(cx) {
+                    return std::task::Poll::Ready(n);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await,
+    )
+}
+
+/// First Ctrl-C (or SIGTERM, SIGHUP): stop sending, give requests in
+/// flight `grace`, then cancel them. A second one: cancel at once.
+async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
+    let mut signals = StopSignals::new();
+    let sig = signals.recv().await;
+    STOPPED_BY.store(sig, Ordering::SeqCst);
     shared.stop();
     if !quiet {
         let grace = crate::duration::human(grace.as_secs_f64() * 1000.0);
@@ -295,7 +357,7 @@ async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
     }
     tokio::select! {
         () = tokio::time::sleep(grace) => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = signals.recv() => {}
     }
     let _ = shared.cancel.send(true);
 }

@@ -11,6 +11,7 @@ mod real_server;
 mod replay;
 mod rescale;
 mod servers;
+mod signals;
 mod slice;
 mod summarize;
 mod synth;
