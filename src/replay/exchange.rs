@@ -478,6 +478,30 @@ pub async fn send(
     result
 }
 
+/// The result `exchange` gives, or, if it panics, the result `fallback`
+/// makes with status `error` and the panic's message: every request taken
+/// on leaves its line, whatever goes wrong inside.
+pub async fn or_error_result(
+    exchange: impl std::future::Future<Output = ResultRecord>,
+    fallback: impl FnOnce() -> ResultRecord,
+) -> ResultRecord {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let mut r = fallback();
+            r.status = crate::result::Status::Error;
+            r.error = Some(one_line(&format!("internal error: {msg}")));
+            r
+        }
+    }
+}
+
 /// Copy the measurements into the result and decide its status.
 pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
     result.http_status = m.http_status;
@@ -512,6 +536,31 @@ pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panicking_exchange_still_gives_an_error_result() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let r = rt.block_on(or_error_result(
+            async {
+                if "x".len() == 1 {
+                    panic!("index out of bounds");
+                }
+                ResultRecord::default()
+            },
+            || ResultRecord {
+                index: 7,
+                ..ResultRecord::default()
+            },
+        ));
+        assert_eq!(r.index, 7);
+        assert_eq!(r.status, crate::result::Status::Error);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("internal error: index out of bounds")
+        );
+    }
 
     fn feed_all(stream: &[u8]) -> Measure {
         let mut m = Measure::default();
