@@ -25,9 +25,49 @@ pub enum Outcome {
     Negative,
     /// Exit 130: interrupted by Ctrl-C after every result was flushed.
     Interrupted,
+    /// Exit 128 + the signal (143 for SIGTERM, 129 for SIGHUP): stopped by
+    /// that signal after every result was flushed.
+    Signalled(u8),
 }
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
+
+/// Credentials no output may show, longest first.
+static SECRETS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Secrets shorter than this are not hidden: replacing every `ab` in
+/// every message would hide more than it protects.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Hide these credentials from every line this module writes to standard
+/// error and from whatever a tool passes to [`redact`]. Set once.
+pub fn hide_secrets(secrets: impl IntoIterator<Item = String>) {
+    let mut all: Vec<String> = secrets
+        .into_iter()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    // Longest first: `Bearer KEY` goes whole before `KEY` alone.
+    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    all.dedup();
+    let _ = SECRETS.set(all);
+}
+
+/// `text` with every hidden credential replaced by `[REDACTED]`.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for s in SECRETS.get().into_iter().flatten() {
+        if out.contains(s.as_str()) {
+            out = std::borrow::Cow::Owned(out.replace(s.as_str(), "[REDACTED]"));
+        }
+    }
+    out
+}
+
+/// The length of the longest hidden credential (0 when none): how far
+/// past a cut to look so that no credential is cut in two unredacted.
+pub fn longest_secret() -> usize {
+    SECRETS.get().and_then(|s| s.first()).map_or(0, String::len)
+}
 static WARNINGS: AtomicU64 = AtomicU64::new(0);
 
 /// The running tool's name, for the `TOOL: ` prefix of diagnostics.
@@ -64,6 +104,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
         Ok(Outcome::Interrupted) => ExitCode::from(130),
+        Ok(Outcome::Signalled(sig)) => ExitCode::from(128u8.saturating_add(sig)),
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             eprint_line(&format!("{}: {err}", tool()));
@@ -75,6 +116,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
 /// Write one line to standard error, ignoring failure: there is nowhere
 /// left to report a broken stderr.
 fn eprint_line(line: &str) {
+    let line = redact(line);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
@@ -180,6 +222,23 @@ impl Skipper {
     /// How many records were skipped.
     pub fn skipped(&self) -> u64 {
         self.skipped
+    }
+}
+
+/// clap value parser for a size in bytes ≥ 1: a count, or one with a
+/// K, M or G suffix (powers of 1024: 64M is 67108864).
+pub fn byte_size(text: &str) -> std::result::Result<u64, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    match digits.parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+        Some(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "`{text}` is not a size in bytes ≥ 1 (a count, or with a K, M or G suffix)"
+        )),
     }
 }
 

@@ -20,6 +20,30 @@ use crate::error::{Error, FieldError, Location, quote_value};
 /// The default block size of `hash_ids`, in tokens.
 pub const DEFAULT_BLOCK_SIZE: u64 = 512;
 
+// The range of every numeric field, stated once. Each limit is far beyond
+// any real trace, and small enough that every tool can take a value at it:
+// a prompt of MAX_TOKENS synthesizes in memory, a time converts to a
+// `Duration`, a doubled timestamp stays finite.
+
+/// The most tokens `input_length`, `output_length` and the observed token
+/// counts may give: 16 Mi.
+pub const MAX_TOKENS: u64 = 1 << 24;
+
+/// The most entries `hash_ids` may have: one per token of the longest
+/// prompt, at block size 1.
+pub const MAX_HASH_IDS: usize = MAX_TOKENS as usize;
+
+/// The largest `hash_ids` value, 2^53 − 1: every JSON reader keeps it exact.
+pub const MAX_HASH_ID: u64 = (1 << 53) - 1;
+
+/// The largest `timestamp`, ms: 10^13, which holds absolute epoch
+/// milliseconds up to the year 2286.
+pub const MAX_TIMESTAMP_MS: f64 = 1.0e13;
+
+/// The longest span of time a field may give, ms: ten years of 365 days.
+/// Bounds `delay` and the observed times.
+pub const MAX_SPAN_MS: f64 = 10.0 * 365.0 * 86_400_000.0;
+
 /// The fields the table of man/tracekit.7 defines, in its order.
 pub const KNOWN_FIELDS: &[&str] = &[
     "timestamp",
@@ -205,24 +229,28 @@ impl<'a> Record<'a> {
     // field is absent and an error naming the field when its value is
     // of the wrong type or out of range.
 
-    /// `timestamp`: milliseconds, a number ≥ 0.
+    /// `timestamp`: milliseconds, a number from 0 to [`MAX_TIMESTAMP_MS`].
     pub fn timestamp(&self) -> Result<Option<f64>, FieldError> {
-        self.opt("timestamp", non_negative_number)
+        self.opt("timestamp", timestamp)
     }
 
-    /// `input_length`: prompt tokens, an integer ≥ 0.
+    /// `input_length`: prompt tokens, an integer from 0 to [`MAX_TOKENS`].
     pub fn input_length(&self) -> Result<Option<u64>, FieldError> {
-        self.opt("input_length", integer)
+        self.opt("input_length", token_count)
     }
 
-    /// `output_length`: tokens to generate, an integer ≥ 1.
+    /// `output_length`: tokens to generate, an integer from 1 to
+    /// [`MAX_TOKENS`].
     pub fn output_length(&self) -> Result<Option<u64>, FieldError> {
-        self.opt("output_length", positive_integer)
+        self.opt("output_length", |f, raw| {
+            positive_integer(f, raw).and_then(|n| at_most(f, n, MAX_TOKENS, "tokens"))
+        })
     }
 
-    /// `hash_ids`: an array of integers ≥ 0.
+    /// `hash_ids`: at most [`MAX_HASH_IDS`] integers from 0 to
+    /// [`MAX_HASH_ID`].
     pub fn hash_ids(&self) -> Result<Option<Vec<u64>>, FieldError> {
-        self.opt("hash_ids", integer_array)
+        self.opt("hash_ids", hash_ids)
     }
 
     /// `session_id`: a string.
@@ -230,9 +258,10 @@ impl<'a> Record<'a> {
         self.opt("session_id", string)
     }
 
-    /// `delay`: milliseconds after the previous turn of the session, ≥ 0.
+    /// `delay`: milliseconds after the previous turn of the session, from 0
+    /// to [`MAX_SPAN_MS`].
     pub fn delay(&self) -> Result<Option<f64>, FieldError> {
-        self.opt("delay", non_negative_number)
+        self.opt("delay", span_ms)
     }
 
     /// `model`: a string.
@@ -460,6 +489,90 @@ pub fn non_negative_number<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result
     }
 }
 
+/// `n` if it is at most `max`, else an error naming the limit.
+pub fn at_most(field: &str, n: u64, max: u64, unit: &str) -> Result<u64, FieldError> {
+    if n <= max {
+        Ok(n)
+    } else {
+        Err(over_limit(field, &n.to_string(), &max.to_string(), unit))
+    }
+}
+
+fn over_limit(field: &str, value: &str, max: &str, unit: &str) -> FieldError {
+    FieldError::new(
+        field,
+        format!(
+            "{} is over the limit of {max} {unit}: no real trace reaches it",
+            quote_value(value)
+        ),
+    )
+}
+
+/// An integer from 0 to [`MAX_TOKENS`]: a prompt or answer size.
+pub fn token_count<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<u64, FieldError> {
+    let text = raw.json();
+    match text.parse::<u64>() {
+        Ok(n) => at_most(field, n, MAX_TOKENS, "tokens"),
+        // Digits beyond u64 are a number too large, not a wrong type.
+        Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(over_limit(field, text, &MAX_TOKENS.to_string(), "tokens"))
+        }
+        Err(_) => Err(expected(field, "an integer ≥ 0", raw)),
+    }
+}
+
+/// A finite number from 0 to `max`, in milliseconds.
+pub fn ms_at_most<R: JsonText + ?Sized>(field: &str, raw: &R, max: f64) -> Result<f64, FieldError> {
+    let v = match raw.json().parse::<f64>() {
+        // Overflowing literals (1e400) parse as infinity: too large, too.
+        Ok(v) if kind(raw) == Kind::Number && v >= 0.0 => v,
+        _ => return non_negative_number(field, raw),
+    };
+    if v <= max {
+        Ok(v)
+    } else {
+        Err(over_limit(
+            field,
+            raw.json(),
+            &crate::text::format_ms(max),
+            "ms",
+        ))
+    }
+}
+
+/// `timestamp`: ms from 0 to [`MAX_TIMESTAMP_MS`].
+pub fn timestamp<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<f64, FieldError> {
+    ms_at_most(field, raw, MAX_TIMESTAMP_MS)
+}
+
+/// A span of time (`delay`, observed times): ms from 0 to [`MAX_SPAN_MS`].
+pub fn span_ms<R: JsonText + ?Sized>(field: &str, raw: &R) -> Result<f64, FieldError> {
+    ms_at_most(field, raw, MAX_SPAN_MS)
+}
+
+/// `hash_ids`: at most [`MAX_HASH_IDS`] integers from 0 to [`MAX_HASH_ID`].
+pub fn hash_ids(field: &str, raw: &RawValue) -> Result<Vec<u64>, FieldError> {
+    let ids = integer_array(field, raw)?;
+    if ids.len() > MAX_HASH_IDS {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "has {} blocks, over the limit of {MAX_HASH_IDS}: no real trace reaches it",
+                ids.len()
+            ),
+        ));
+    }
+    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, id)| **id > MAX_HASH_ID) {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "element {i}: {id} is over the limit of {MAX_HASH_ID} (2^53 − 1): no real trace reaches it"
+            ),
+        ));
+    }
+    Ok(ids)
+}
+
 /// A string, unescaped; borrowed when it has no escapes.
 pub fn string<'r, R: JsonText + ?Sized>(
     field: &str,
@@ -670,8 +783,14 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
         }
     }
     if let Some(v) = rec.get("prompt_token_ids") {
-        if let Err(e) = integer_array("prompt_token_ids", v) {
-            errors.push(e);
+        match integer_array("prompt_token_ids", v) {
+            Err(e) => errors.push(e),
+            Ok(ids) => {
+                if let Err(e) = at_most("prompt_token_ids", ids.len() as u64, MAX_TOKENS, "tokens")
+                {
+                    errors.push(e);
+                }
+            }
         }
     }
     if let Some(v) = rec.get("messages") {
@@ -788,8 +907,8 @@ fn check_observed(v: &RawValue, errors: &mut Vec<FieldError>) {
         }
         let field = format!("observed.{key}");
         let result = match key {
-            "prompt_tokens" | "completion_tokens" => integer(&field, value).map(drop),
-            "ttft_ms" | "e2e_ms" => non_negative_number(&field, value).map(drop),
+            "prompt_tokens" | "completion_tokens" => token_count(&field, value).map(drop),
+            "ttft_ms" | "e2e_ms" => span_ms(&field, value).map(drop),
             "status" => string(&field, value).map(drop),
             _ => Ok(()),
         };

@@ -324,7 +324,11 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     if plan.speed != 1.0 {
         if let Some(t) = timestamp {
             let origin = *plan.origin.get_or_insert(t);
-            rec.set_ms("timestamp", origin + (t - origin) / plan.speed);
+            let new = origin + (t - origin) / plan.speed;
+            rec.set_ms(
+                "timestamp",
+                within("timestamp", t, new, record::MAX_TIMESTAMP_MS)?,
+            );
         } else if args.speed.is_some() || args.rate.is_some() || args.duration.is_some() {
             return Err(FieldError::new(
                 "timestamp",
@@ -332,7 +336,10 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
             ));
         }
         if let Some(d) = rec.delay()? {
-            rec.set_ms("delay", d / plan.speed);
+            rec.set_ms(
+                "delay",
+                within("delay", d, d / plan.speed, record::MAX_SPAN_MS)?,
+            );
         }
     }
     if !args.touches_tokens() {
@@ -343,6 +350,7 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     };
     let hash_ids = rec.hash_ids()?;
     let new_input = scale_input(input_length, args);
+    record::at_most("input_length", new_input, record::MAX_TOKENS, "tokens")?;
     if new_input != input_length {
         rec.set("input_length", &new_input);
         if let Some(mut ids) = hash_ids {
@@ -353,11 +361,32 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     }
     if let Some(out_len) = rec.output_length()? {
         let new_out = scale_output(out_len, args);
+        record::at_most("output_length", new_out, record::MAX_TOKENS, "tokens")?;
         if new_out != out_len {
             rec.set("output_length", &new_out);
         }
     }
     Ok(false)
+}
+
+/// A rescaled time, if it stays within the limit every tool reads.
+fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> {
+    if new <= max {
+        return Ok(new);
+    }
+    Err(FieldError::new(
+        field,
+        format!(
+            "{} rescaled is {}, over the limit of {} ms",
+            crate::text::format_ms(old),
+            if new.is_finite() {
+                crate::text::format_ms(new)
+            } else {
+                "infinite".to_string()
+            },
+            crate::text::format_ms(max)
+        ),
+    ))
 }
 
 /// Shrink to the leading `want` blocks, or grow with ids that depend only on

@@ -300,8 +300,10 @@ mod tests {
                 warmup: next(5) == 0,
                 ..ResultRecord::default()
             };
+            // Written with an exponent (sent_ms stops at 10^13, the
+            // result's limit, where no exponent is written yet).
             if next(7) == 0 {
-                r.sent_ms = 1e21;
+                r.sent_ms = 1e-7;
             }
             let line = r.to_json_line();
             let mut a = Vec::new();
@@ -313,7 +315,7 @@ mod tests {
             assert_eq!(fields(&got), fields(&want), "{line}");
             assert_eq!(a, b, "{line}");
         }
-        // One line in seven has `1e21` and others have 17-digit floats such
+        // One line in seven has `1e-7` and others have 17-digit floats such
         // as 1234.5000000000002: those take the slow path by design.
         assert!(fast > 12_000, "{fast}");
     }
@@ -398,6 +400,21 @@ mod tests {
     }
 }
 
+// The range of every figure a result may give, stated once; results beyond
+// it are refused where they are read. `input_length` and `output_length`
+// are the trace's and keep the record's limit (crate::record::MAX_TOKENS).
+
+/// The latest `scheduled_ms` and `sent_ms`: as far from the run's start as
+/// a trace's timestamps may be apart (crate::record::MAX_TIMESTAMP_MS).
+/// `ttft_ms`, `first_chunk_ms`, `e2e_ms` and each `itl_ms` gap are spans,
+/// at most crate::record::MAX_SPAN_MS (ten years).
+pub const MAX_RESULT_TIME_MS: f64 = crate::record::MAX_TIMESTAMP_MS;
+
+/// The most tokens a server may report in `prompt_tokens`,
+/// `completion_tokens` or `cached_tokens`: 2^32, so that sums over
+/// billions of results stay exact.
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 32;
+
 /// A result line read for summarizing: the measurements borrowed from the
 /// line, nothing allocated. Unknown fields are ignored here; `--by` reads
 /// its field from the raw line.
@@ -456,12 +473,62 @@ impl<'a> ResultView<'a> {
     ) -> Result<ResultView<'a>, crate::error::FieldError> {
         itl.clear();
         if let Some(view) = read_fast(line, itl) {
+            view.check_limits(itl)?;
             return Ok(view);
         }
         itl.clear();
         let view = ResultView::parse(line)?;
         view.itl(itl)?;
+        view.check_limits(itl)?;
         Ok(view)
+    }
+
+    /// Every figure within [the result's limits](MAX_RESULT_TIME_MS), so
+    /// that sums, buckets and printed cells stay finite and short.
+    pub fn check_limits(&self, itl: &[f64]) -> Result<(), crate::error::FieldError> {
+        use crate::record::MAX_SPAN_MS;
+        let times = [
+            ("scheduled_ms", self.scheduled_ms, MAX_RESULT_TIME_MS),
+            ("sent_ms", Some(self.sent_ms), MAX_RESULT_TIME_MS),
+            ("ttft_ms", self.ttft_ms, MAX_SPAN_MS),
+            ("first_chunk_ms", self.first_chunk_ms, MAX_SPAN_MS),
+            ("e2e_ms", self.e2e_ms, MAX_SPAN_MS),
+        ];
+        let gaps = itl.iter().map(|&g| ("itl_ms", Some(g), MAX_SPAN_MS));
+        for (field, v, max) in times.into_iter().chain(gaps) {
+            match v {
+                Some(v) if v.is_nan() || v.abs() > max => {
+                    return Err(crate::error::FieldError::new(
+                        field,
+                        format!(
+                            "{v:e} is over the limit of {} ms",
+                            crate::text::format_ms(max)
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for (field, n, max) in [
+            ("input_length", self.input_length, crate::record::MAX_TOKENS),
+            (
+                "output_length",
+                self.output_length,
+                crate::record::MAX_TOKENS,
+            ),
+            ("prompt_tokens", self.prompt_tokens, MAX_REPORTED_TOKENS),
+            (
+                "completion_tokens",
+                self.completion_tokens,
+                MAX_REPORTED_TOKENS,
+            ),
+            ("cached_tokens", self.cached_tokens, MAX_REPORTED_TOKENS),
+        ] {
+            if let Some(n) = n {
+                crate::record::at_most(field, n, max, "tokens")?;
+            }
+        }
+        Ok(())
     }
 
     /// Parse one result line. serde's message for a wrong type does not

@@ -163,7 +163,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             },
         };
         let timestamp = if needs_time {
-            match timestamp_raw.map(|raw| record::non_negative_number("timestamp", raw)) {
+            match timestamp_raw.map(|raw| record::timestamp("timestamp", raw)) {
                 Some(Ok(t)) => Some(t),
                 None => {
                     let what = if args.rebase {

@@ -2,7 +2,6 @@
 //! byte-identical, and describe the trace.
 
 use std::collections::{HashMap, HashSet};
-use std::num::NonZeroUsize;
 
 use clap::{Parser, ValueEnum};
 use serde_json::json;
@@ -92,7 +91,8 @@ pub struct Args {
 
     /// Also report the hit rate of an LRU prefix cache holding N blocks
     /// (implies --report).
-    #[arg(long, value_name = "N", value_parser = cli::positive_u64)]
+    /// N is at most 2^32.
+    #[arg(long, value_name = "N", value_parser = cache_blocks)]
     pub cache_blocks: Option<u64>,
 }
 
@@ -281,6 +281,19 @@ impl OrderState {
     }
 }
 
+/// The largest --cache-blocks: 2^32 blocks (2 Ti tokens at 512 a block) is
+/// more than any server's prefix cache holds.
+const MAX_CACHE_BLOCKS: u64 = 1 << 32;
+
+fn cache_blocks(text: &str) -> std::result::Result<u64, String> {
+    match cli::positive_u64(text)? {
+        n if n <= MAX_CACHE_BLOCKS => Ok(n),
+        _ => Err(format!(
+            "`{text}` is over the limit of {MAX_CACHE_BLOCKS} blocks"
+        )),
+    }
+}
+
 /// What the report says about the valid records.
 pub struct TraceStats {
     /// Without a report, only the time figures the warnings need are kept.
@@ -321,10 +334,9 @@ impl TraceStats {
             blocks: 0,
             seen_blocks: HashSet::new(),
             reused_blocks: 0,
-            lru: cache_blocks.map(|n| {
-                let cap = NonZeroUsize::new(n as usize).expect("flag range is 1..");
-                (n, lru::LruCache::new(cap))
-            }),
+            // Unbounded, trimmed by hand: the cache grows with the blocks
+            // seen, not with the size asked for.
+            lru: cache_blocks.map(|n| (n, lru::LruCache::unbounded())),
             lru_hits: 0,
         }
     }
@@ -363,13 +375,16 @@ impl TraceStats {
                     self.reused_blocks += 1;
                 }
             }
-            if let Some((_, cache)) = &mut self.lru {
+            if let Some((cap, cache)) = &mut self.lru {
                 // A prefix cache serves the leading blocks it holds, up to the
                 // first miss; then the whole prompt is cached, most recent last.
                 let hits = ids.iter().take_while(|id| cache.get(id).is_some()).count();
                 self.lru_hits += hits as u64;
                 for &id in ids {
                     cache.put(id, ());
+                    if cache.len() as u64 > *cap {
+                        cache.pop_lru();
+                    }
                 }
             }
         }

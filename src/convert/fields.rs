@@ -40,7 +40,8 @@ pub fn string(obj: &Object, field: &str) -> Result<Option<String>, FieldError> {
     }
 }
 
-/// An integer ≥ 0, as a number or as text.
+/// A token count: an integer from 0 to [`crate::record::MAX_TOKENS`], as
+/// a number or as text.
 pub fn count(obj: &Object, field: &str) -> Result<Option<u64>, FieldError> {
     let Some(v) = present(obj, field) else {
         return Ok(None);
@@ -60,9 +61,25 @@ pub fn count(obj: &Object, field: &str) -> Result<Option<u64>, FieldError> {
         }),
         _ => None,
     };
-    parsed.map(Some).ok_or_else(|| {
-        FieldError::new(field, format!("expected an integer ≥ 0, found {}", show(v)))
-    })
+    match parsed {
+        // A float beyond u64 saturates: still a number, just far too large.
+        Some(n) => crate::record::at_most(field, n, crate::record::MAX_TOKENS, "tokens")
+            .map(Some)
+            .map_err(|_| {
+                FieldError::new(
+                    field,
+                    format!(
+                        "{} is over the limit of {} tokens: no real trace reaches it",
+                        show(v),
+                        crate::record::MAX_TOKENS
+                    ),
+                )
+            }),
+        None => Err(FieldError::new(
+            field,
+            format!("expected an integer ≥ 0, found {}", show(v)),
+        )),
+    }
 }
 
 /// A finite number, as a number or as text.

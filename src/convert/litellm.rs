@@ -260,6 +260,20 @@ fn spend_log(
 ) -> std::result::Result<Request, FieldError> {
     let mut req = request(obj, loc, naive)?;
     if let Some(ms) = fields::number(obj, "request_duration_ms")? {
+        if ms.abs() > crate::record::MAX_SPAN_MS {
+            let text = match &obj["request_duration_ms"] {
+                Value::String(t) => t.trim().to_string(),
+                v => v.to_string(),
+            };
+            return Err(FieldError::new(
+                "request_duration_ms",
+                format!(
+                    "{} is over the limit of {} ms: no real log reaches it",
+                    crate::error::quote_value(&text),
+                    crate::text::format_ms(crate::record::MAX_SPAN_MS)
+                ),
+            ));
+        }
         req.observed.e2e_ms = Some(ms);
     }
     let metadata = nested(obj, "metadata");

@@ -318,6 +318,9 @@ impl Ctx {
     /// A request read from the source. Without --keep-messages its prompt
     /// is hashed (in batches, on every core) and the text dropped.
     pub fn push(&mut self, req: Request) -> Result<()> {
+        if let Err(e) = within_limits(&req) {
+            return self.bad(e.at(&req.loc));
+        }
         self.read += 1;
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
@@ -806,6 +809,39 @@ fn build(
         rec.set("observed", &obs);
     }
     rec
+}
+
+/// The figures a request would write stay within the record's limits
+/// (crate::record), so that every tool can read the trace written.
+fn within_limits(req: &Request) -> std::result::Result<(), crate::error::FieldError> {
+    use crate::record::{MAX_SPAN_MS, MAX_TOKENS, at_most};
+    for (field, n) in [
+        ("input_length", req.input_length),
+        ("output_length", Some(req.output_length)),
+        ("max_tokens", req.max_tokens),
+    ] {
+        if let Some(n) = n {
+            at_most(field, n, MAX_TOKENS, "tokens")?;
+        }
+    }
+    for (field, ms) in [
+        ("observed.ttft_ms", req.observed.ttft_ms),
+        ("observed.e2e_ms", req.observed.e2e_ms),
+    ] {
+        match ms {
+            Some(ms) if ms.is_nan() || ms.abs() > MAX_SPAN_MS => {
+                return Err(crate::error::FieldError::new(
+                    field,
+                    format!(
+                        "{ms:e} ms is over the limit of {} ms",
+                        crate::text::format_ms(MAX_SPAN_MS)
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Milliseconds as a JSON number, rounded to the microsecond like

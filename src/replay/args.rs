@@ -16,7 +16,7 @@ pub(super) const EXAMPLES: &str = "\
 Exit status: 0 when the run ended (even if requests failed: their results
 say so; gate on them with trace-summarize --fail-if), 2 on trouble (bad
 usage, unreadable input, a malformed record), 130 when interrupted by Ctrl-C
-after every result was written.
+(143 by SIGTERM, 129 by SIGHUP) after every result was written.
 
 Examples:
   A demo with the built-in simulated server:
@@ -51,7 +51,8 @@ Examples:
 /// Every record taken on yields exactly one result, whatever the server
 /// does. Ctrl-C stops sending, waits --grace for requests in flight, writes
 /// `cancelled` results for the rest (and for the records left in the
-/// input), and exits 130; a second Ctrl-C cancels at once.
+/// input), and exits 130; a second Ctrl-C cancels at once. SIGTERM and
+/// SIGHUP do the same, and exit 143 and 129.
 #[derive(Parser, Debug)]
 #[command(name = "trace-replay", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -84,7 +85,9 @@ pub struct Args {
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
 
-    /// Extra HTTP header, `Name: value`; repeatable.
+    /// Extra HTTP header, `Name: value`; repeatable. Credential values
+    /// (names with auth, key, token, secret, cookie...) are redacted from
+    /// every output.
     #[arg(long = "header", value_name = "'K: V'")]
     pub headers: Vec<String>,
 
@@ -112,6 +115,12 @@ pub struct Args {
     /// Give up on a request after this long (status `timeout`).
     #[arg(long, value_name = "D", default_value = "10m", value_parser = crate::duration::parse_ms_arg)]
     pub timeout: f64,
+
+    /// Fail a request (status `error`) whose answer would hold more than N
+    /// bytes in memory: a whole body, or one line or event of a stream.
+    /// K, M and G multiply by 1024, 1024^2 and 1024^3.
+    #[arg(long, value_name = "N", default_value = "64M", value_parser = cli::byte_size)]
+    pub max_answer_bytes: u64,
 
     /// Send `ignore_eos: true` (vLLM, SGLang) so answers have exactly
     /// `output_length` tokens.
@@ -262,11 +271,21 @@ pub(super) fn ca_certificates(path: &str) -> Result<Vec<reqwest::Certificate>> {
 pub(super) fn headers(args: &Args) -> Result<reqwest::header::HeaderMap> {
     use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
-    for h in &args.headers {
-        let bad = || Error::usage(format!("--header: `{h}` is not `Name: value`"));
+    for (i, h) in args.headers.iter().enumerate() {
+        // Never quoted: a header may hold a credential.
+        let bad = || {
+            Error::usage(format!(
+                "--header number {}: not `Name: value` (not shown: it may hold a credential)",
+                i + 1
+            ))
+        };
         let (name, value) = h.split_once(':').ok_or_else(bad)?;
         let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
-        let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
+        let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+            Error::usage(format!(
+                "--header `{name}`: its value is not a valid header value (not shown: it may hold a credential)"
+            ))
+        })?;
         map.append(name, value);
     }
     if let Ok(key) = std::env::var(&args.api_key_env) {

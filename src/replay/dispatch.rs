@@ -447,6 +447,7 @@ impl Dispatcher<'_> {
                 String::new(),
             );
             result.warmup = warmup;
+            let shard_again = shard.clone();
             result.shard = shard;
             let lag_ms = sent_ms - scheduled_ms;
             shared
@@ -461,8 +462,20 @@ impl Dispatcher<'_> {
             // Boxed: the exchange's state is most of the task's size, and
             // a task is moved whole several times on its way through the
             // runtime.
-            let (mut result, transcript) =
-                Box::pin(exchange::send(&target, &req, result, sent, cancelled)).await;
+            let exchange = Box::pin(exchange::send(&target, &req, result, sent, cancelled));
+            // A bug in the exchange must still leave this request's line.
+            let (mut result, transcript) = exchange::or_error_result(exchange, || {
+                let mut r = skeleton(
+                    &req,
+                    round_us(scheduled_ms),
+                    round_us(sent_ms),
+                    String::new(),
+                );
+                r.warmup = warmup;
+                r.shard = shard_again;
+                r
+            })
+            .await;
             result.start_time = crate::time::rfc3339(wall_sent);
             // What a later turn continues: the messages sent, the answer.
             let conversation = match (req.keep, req.messages_span) {

@@ -82,7 +82,7 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
         if warmup {
             m.insert("warmup".into(), json!(true));
         }
-        out.write_line(line.to_string().as_bytes())?;
+        out.write_line(crate::cli::redact(&line.to_string()).as_bytes())?;
     }
     out.finish()?;
     Ok(Outcome::Success)

@@ -22,6 +22,8 @@ pub struct Target {
     pub url: reqwest::Url,
     pub headers: reqwest::header::HeaderMap,
     pub timeout: Option<Duration>,
+    /// The most bytes one answer may hold in memory (--max-answer-bytes).
+    pub max_answer_bytes: usize,
     /// Plain `http://` without --http2 goes this leaner way.
     pub plain: Option<Plain>,
     /// The process's limit on open files, which caps connections in flight.
@@ -319,9 +321,31 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         match chunk {
             Ok(bytes) => {
                 let at = ms_since(sent);
+                let max = target.max_answer_bytes;
+                // A server that never ends a line or a body must not take
+                // the run's memory: the request fails, the run goes on.
                 if sse && status.is_success() {
                     parser.feed(bytes, |d| m.take_event(d, at));
+                    if parser.pending() > max {
+                        m.e2e_ms = Some(ms_since(sent));
+                        m.error = Some(format!(
+                            "an event of the answer is over --max-answer-bytes {max} bytes"
+                        ));
+                        return;
+                    }
                 } else {
+                    if whole.len().saturating_add(bytes.len()) > max {
+                        m.e2e_ms = Some(ms_since(sent));
+                        m.error = Some(format!(
+                            "the answer{} is over --max-answer-bytes {max} bytes",
+                            if status.is_success() {
+                                String::new()
+                            } else {
+                                format!(" (HTTP {})", status.as_u16())
+                            }
+                        ));
+                        return;
+                    }
                     whole.extend_from_slice(bytes);
                 }
             }
@@ -352,16 +376,57 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
         Err(_) => {}
     }
     if !status.is_success() {
-        let detail = m
-            .error
-            .take()
-            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&whole[..whole.len().min(200)])));
+        let detail = m.error.take().unwrap_or_else(|| {
+            // Redacted before the cut, so that no credential the server
+            // echoes is left half shown.
+            let near = &whole[..whole.len().min(200 + crate::cli::longest_secret())];
+            let text = crate::cli::redact(&String::from_utf8_lossy(near)).into_owned();
+            one_line(&String::from_utf8_lossy(
+                &text.as_bytes()[..text.len().min(200)],
+            ))
+        });
         m.error = Some(if detail.is_empty() {
             format!("HTTP {}", status.as_u16())
         } else {
             format!("HTTP {}: {detail}", status.as_u16())
         });
     }
+}
+
+/// The credentials a run knows: the API key, and the value of every
+/// header whose name says it carries one (with and without its scheme,
+/// `Bearer`), and the URL's user and password.
+pub fn secrets(
+    headers: &HeaderMap,
+    url: Option<&reqwest::Url>,
+    api_key: Option<String>,
+) -> Vec<String> {
+    const NAMES: [&str; 8] = [
+        "auth",
+        "key",
+        "token",
+        "secret",
+        "cookie",
+        "password",
+        "session",
+        "credential",
+    ];
+    let mut out: Vec<String> = api_key.into_iter().collect();
+    for (name, value) in headers {
+        let name = name.as_str();
+        if !NAMES.iter().any(|n| name.contains(n)) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        if let Some((_, token)) = value.split_once(' ') {
+            out.push(token.trim().to_string());
+        }
+        out.push(value);
+    }
+    if let Some(p) = url.and_then(reqwest::Url::password) {
+        out.push(p.to_string());
+    }
+    out
 }
 
 /// The skeleton of a request's result: everything known before sending.
@@ -437,6 +502,30 @@ pub async fn send(
     (result, transcript)
 }
 
+/// The result `exchange` gives, or, if it panics, the result `fallback`
+/// makes with status `error` and the panic's message: every request taken
+/// on leaves its line, whatever goes wrong inside.
+pub async fn or_error_result(
+    exchange: impl std::future::Future<Output = (ResultRecord, Option<Transcript>)>,
+    fallback: impl FnOnce() -> ResultRecord,
+) -> (ResultRecord, Option<Transcript>) {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let mut r = fallback();
+            r.status = crate::result::Status::Error;
+            r.error = Some(one_line(&format!("internal error: {msg}")));
+            (r, None)
+        }
+    }
+}
+
 /// Copy the measurements into the result and decide its status.
 pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
     result.http_status = m.http_status;
@@ -471,6 +560,33 @@ pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panicking_exchange_still_gives_an_error_result() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let r = rt.block_on(or_error_result(
+            async {
+                if "x".len() == 1 {
+                    panic!("index out of bounds");
+                }
+                (ResultRecord::default(), None)
+            },
+            || ResultRecord {
+                index: 7,
+                ..ResultRecord::default()
+            },
+        ));
+        let (r, transcript) = r;
+        assert!(transcript.is_none());
+        assert_eq!(r.index, 7);
+        assert_eq!(r.status, crate::result::Status::Error);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("internal error: index out of bounds")
+        );
+    }
 
     fn feed_all(stream: &[u8]) -> Measure {
         let mut m = Measure::default();

@@ -103,7 +103,11 @@ impl Shared {
 pub fn run(args: &Args) -> Result<Outcome> {
     let inputs = io::input_specs(&args.input.files)?;
     let opts = body_options(args)?;
+    let api_key = || std::env::var(&args.api_key_env).ok();
     if args.dry_run {
+        if let Ok(h) = headers(args) {
+            cli::hide_secrets(exchange::secrets(&h, None, api_key()));
+        }
         return dry_run(args, &inputs, &opts);
     }
     let headers = headers(args)?;
@@ -136,6 +140,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         (None, false) => return Err(Error::usage("give --url URL, or --sim")),
     };
     let url = request_url(&base, opts.endpoint)?;
+    cli::hide_secrets(exchange::secrets(&headers, Some(&url), api_key()));
     let plain = if args.http2 {
         None
     } else {
@@ -172,6 +177,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         url,
         headers,
         timeout: Some(Duration::from_secs_f64(args.timeout / 1000.0)),
+        max_answer_bytes: usize::try_from(args.max_answer_bytes).unwrap_or(usize::MAX),
         open_files_limit: crate::io::raise_open_files_limit(),
         session_header: opts.session_header.clone(),
         out_of_files: AtomicU8::new(0),
@@ -290,18 +296,80 @@ pub fn run(args: &Args) -> Result<Outcome> {
         return Err(e);
     }
     Ok(if interrupted {
-        Outcome::Interrupted
+        match STOPPED_BY.load(Ordering::SeqCst) {
+            0 | libc::SIGINT => Outcome::Interrupted,
+            sig => Outcome::Signalled(u8::try_from(sig).unwrap_or(0)),
+        }
     } else {
         Outcome::Success
     })
 }
 
-/// First Ctrl-C: stop sending, give requests in flight `grace`, then
-/// cancel them. Second Ctrl-C: cancel at once.
-async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
+/// The signal that stopped the run (0: none).
+static STOPPED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// SIGINT, SIGTERM and SIGHUP, as they come.
+struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
+
+impl StopSignals {
+    fn new() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            (libc::SIGINT, SignalKind::interrupt()),
+            (libc::SIGTERM, SignalKind::terminate()),
+            (libc::SIGHUP, SignalKind::hangup()),
+        ];
+        StopSignals(
+            kinds
+                .into_iter()
+                .filter_map(|(n, kind)| signal(kind).ok().map(|s| (n, s)))
+                .collect(),
+        )
     }
+
+    /// The next of them to arrive.
+    async fn recv(&mut self) -> i32 {
+        let waits = self.0.iter_mut().map(|(n, s)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        match futures_select_all(waits).await {
+            Some(n) => n,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The first of `futures` to finish; `None` when there is none.
+async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(
+    futures: impl Iterator<Item = F>,
+) -> Option<i32> {
+    let mut futures: Vec<F> = futures.collect();
+    if futures.is_empty() {
+        return None;
+    }
+    Some(
+        std::future::poll_fn(|cx| {
+            for f in &mut futures {
+                if let std::task::Poll::Ready(n) = std::pin::Pin::new(f).poll(cx) {
+                    return std::task::Poll::Ready(n);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await,
+    )
+}
+
+/// First Ctrl-C (or SIGTERM, SIGHUP): stop sending, give requests in
+/// flight `grace`, then cancel them. A second one: cancel at once.
+async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
+    let mut signals = StopSignals::new();
+    let sig = signals.recv().await;
+    STOPPED_BY.store(sig, Ordering::SeqCst);
     shared.stop();
     if !quiet {
         let grace = crate::duration::human(grace.as_secs_f64() * 1000.0);
@@ -313,7 +381,7 @@ async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
     }
     tokio::select! {
         () = tokio::time::sleep(grace) => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = signals.recv() => {}
     }
     let _ = shared.cancel.send(true);
 }

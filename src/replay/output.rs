@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use super::Shared;
+use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
 use crate::result::{ResultRecord, Status};
@@ -70,7 +71,8 @@ impl ResultWriter {
         if self.failure.is_some() {
             return;
         }
-        if let Err(e) = self.out.write_line(r.to_json_line().as_bytes()) {
+        let line = r.to_json_line();
+        if let Err(e) = self.out.write_line(cli::redact(&line).as_bytes()) {
             // Nobody reads the results any more: stop the run at once.
             self.shared.output_closed.store(true, Ordering::SeqCst);
             self.shared.stop();

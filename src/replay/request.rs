@@ -96,7 +96,8 @@ pub fn outline(
     let observed_prompt = rec
         .get("observed")
         .and_then(|o| serde_json::from_str::<Value>(o.get()).ok())
-        .and_then(|o| o.get("prompt_tokens").and_then(Value::as_u64));
+        .and_then(|o| o.get("prompt_tokens").and_then(Value::as_u64))
+        .filter(|&n| n <= record::MAX_TOKENS);
     Ok(Prepared {
         index,
         id: rec.id()?.map(|s| s.into_owned()),

@@ -45,6 +45,11 @@ impl SseParser {
         }
     }
 
+    /// Bytes held for the line and the event not yet complete.
+    pub fn pending(&self) -> usize {
+        self.line.len() + self.data.len()
+    }
+
     /// The stream ended: an event without its final blank line still counts.
     pub fn finish(&mut self, mut event: impl FnMut(&[u8])) {
         if !self.line.is_empty() {

@@ -588,8 +588,9 @@ pub struct Aggregate {
     /// Results that reported cached_tokens.
     pub cache_reports: u64,
     /// Output tokens per 1-second bucket (from the run's start), spread
-    /// over each answer's chunks.
-    pub tokens_per_second: Vec<f64>,
+    /// over each answer's chunks. Sparse: memory grows with the seconds that
+    /// saw tokens, not with how far apart they are.
+    pub tokens_per_second: BTreeMap<u64, f64>,
     /// Requests in flight.
     pub in_flight: InFlight,
     /// Ok results meeting each SLO, in `Slo::bounds` order, and all of them.
@@ -705,11 +706,8 @@ impl Aggregate {
         };
         let seconds = &mut self.tokens_per_second;
         let mut add = |t: f64, n: f64| {
-            let i = (t.max(0.0) / 1000.0) as usize;
-            if i >= seconds.len() {
-                seconds.resize(i + 1, 0.0);
-            }
-            seconds[i] += n;
+            // `as` saturates: a time beyond u64 seconds lands in the last one.
+            *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
         };
         match r.ttft_ms {
             Some(ttft) => {
@@ -779,12 +777,8 @@ impl Aggregate {
         self.cached_tokens += o.cached_tokens;
         self.cache_prompt_tokens += o.cache_prompt_tokens;
         self.cache_reports += o.cache_reports;
-        if self.tokens_per_second.len() < o.tokens_per_second.len() {
-            self.tokens_per_second
-                .resize(o.tokens_per_second.len(), 0.0);
-        }
-        for (i, v) in o.tokens_per_second.iter().enumerate() {
-            self.tokens_per_second[i] += v;
+        for (&i, v) in &o.tokens_per_second {
+            *self.tokens_per_second.entry(i).or_insert(0.0) += v;
         }
         self.in_flight.merge(&o.in_flight);
         if self.slo_met.len() < o.slo_met.len() {
@@ -814,7 +808,7 @@ impl Aggregate {
 
     /// The busiest second's output tokens.
     pub fn peak_tokens_per_s(&self) -> Option<f64> {
-        self.tokens_per_second.iter().copied().reduce(f64::max)
+        self.tokens_per_second.values().copied().reduce(f64::max)
     }
 }
 

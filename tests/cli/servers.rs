@@ -124,6 +124,12 @@ pub struct Scripted {
 
 impl Scripted {
     pub fn start(choose: fn(&str) -> Answer) -> Scripted {
+        Scripted::start_with_head(Arc::new(move |_head: &str, body: &str| choose(body)))
+    }
+
+    /// As [`Scripted::start`], with the answer chosen from the request's
+    /// head too (a server that echoes headers).
+    pub fn start_with_head(choose: Chooser) -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -132,14 +138,22 @@ impl Scripted {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let log = log.clone();
-                std::thread::spawn(move || serve(conn, choose, &log));
+                let choose = choose.clone();
+                std::thread::spawn(move || serve(conn, &*choose, &log));
             }
         });
         Scripted { url, seen }
     }
 }
 
-fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
+/// Chooses the answer from the request's head and body.
+pub type Chooser = Arc<dyn Fn(&str, &str) -> Answer + Send + Sync>;
+
+fn serve(
+    conn: TcpStream,
+    choose: &(dyn Fn(&str, &str) -> Answer + Send + Sync),
+    log: &Mutex<Vec<Seen>>,
+) {
     conn.set_nodelay(true).unwrap();
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut head = String::new();
@@ -188,7 +202,7 @@ fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let body = String::from_utf8(body).unwrap();
-    let answer = choose(&body);
+    let answer = choose(&head, &body);
     log.lock().unwrap().push(Seen { head, body });
     let mut conn = conn;
     if conn.write_all(answer.head.as_bytes()).is_err() {

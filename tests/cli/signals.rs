@@ -1,0 +1,85 @@
+//! SIGTERM and SIGHUP stop a replay as Ctrl-C does: every record gets its
+//! result, and the exit status says which signal it was.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::util::{TestDir, bin};
+
+/// `n` text records, `gap_ms` apart.
+fn trace(n: usize, gap_ms: u64) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\":{},\"text_input\":\"request {i}\",\"output_length\":2}}\n",
+                i as u64 * gap_ms
+            )
+        })
+        .collect()
+}
+
+/// Wait (boundedly) until `path` has `lines` lines.
+fn wait_for_lines(path: &std::path::Path, lines: usize) {
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= lines {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never had {lines} lines", path.display());
+}
+
+/// Statuses of the results in `out`, checking one result per record.
+fn statuses(dir: &TestDir, n: usize) -> Vec<String> {
+    let text = String::from_utf8(dir.read("out.ndjson")).unwrap();
+    let mut seen = BTreeSet::new();
+    let mut statuses = Vec::new();
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(seen.insert(r["index"].as_u64().unwrap()), "twice: {line}");
+        statuses.push(r["status"].as_str().unwrap().to_string());
+    }
+    assert_eq!(seen.len(), n, "one result per record");
+    statuses
+}
+
+#[test]
+fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_status() {
+    for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let dir = TestDir::new(&format!("signal-{sig}"));
+        dir.write("t.jsonl", trace(100, 100));
+        let child = Command::new(bin("trace-replay"))
+            .current_dir(&dir.path)
+            .args([
+                "--sim",
+                "--quiet",
+                "--grace",
+                "2s",
+                "-o",
+                "out.ndjson",
+                "t.jsonl",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_lines(&dir.join("out.ndjson"), 3);
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = statuses(&dir, 100);
+        let ok = s.iter().filter(|s| *s == "ok").count();
+        let cancelled = s.iter().filter(|s| *s == "cancelled").count();
+        assert!(ok >= 3 && cancelled >= 50, "{ok} ok, {cancelled} cancelled");
+        assert_eq!(ok + cancelled, 100);
+    }
+}
