@@ -23,6 +23,9 @@ pub enum Outcome {
     /// Exit 1: the tool ran to the end and the answer is "no" (invalid
     /// records found, a threshold crossed).
     Negative,
+    /// Exit 3: a replay stopped early because its first requests all
+    /// failed, after every result was flushed.
+    Aborted,
     /// Exit 130: interrupted by Ctrl-C after every result was flushed.
     Interrupted,
 }
@@ -63,6 +66,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
+        Ok(Outcome::Aborted) => ExitCode::from(3),
         Ok(Outcome::Interrupted) => ExitCode::from(130),
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Shared;
+use super::abort::{Context, FailWatch, Fate};
 use super::args::Args;
 use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read};
@@ -17,7 +18,7 @@ use super::schedule::{Pace, Schedule};
 use super::timer::Timer;
 use crate::cli;
 use crate::error::{Error, Result};
-use crate::result::round_us;
+use crate::result::{Status, round_us};
 use crate::stats::Dist;
 
 /// The dispatcher sleeps until this long before a request is due, then
@@ -32,6 +33,7 @@ pub(super) enum Control {
         at: Instant,
         lag_ms: f64,
         warmup: bool,
+        fate: Fate,
     },
     /// Stop sending (Ctrl-C, or the output closed).
     Stop,
@@ -76,6 +78,10 @@ pub(super) struct Dispatcher<'a> {
     pub(super) late: u64,
     /// Start of the run (of the warmup, before it).
     pub(super) origin: Instant,
+    /// --abort-after.
+    pub(super) watch: FailWatch,
+    /// Why the run stopped early, when it did: the advice for the final line.
+    pub(super) aborted: Option<String>,
 }
 
 impl Dispatcher<'_> {
@@ -355,6 +361,7 @@ impl Dispatcher<'_> {
                 at,
                 lag_ms,
                 warmup,
+                fate,
             } => {
                 if warmup {
                     return;
@@ -364,9 +371,38 @@ impl Dispatcher<'_> {
                 if lag_ms > 5.0 {
                     self.late += 1;
                 }
+                self.watch_for_failures(&fate);
             }
             Control::Stop => {}
         }
+    }
+
+    /// Stop the run when its first requests all failed: stop sending (as
+    /// Ctrl-C does) and cancel the requests in flight at once, since they
+    /// are likely to fail the same way.
+    fn watch_for_failures(&mut self, fate: &Fate) {
+        if self.shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let url = super::preflight::redacted(self.target.url.as_str());
+        let cx = Context {
+            key_env: &self.args.api_key_env,
+            key_set: std::env::var(&self.args.api_key_env).is_ok_and(|k| !k.is_empty()),
+            auth_header: self.args.headers.iter().any(|h| {
+                h.split_once(':')
+                    .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+            }),
+            url: &url,
+            model: self.args.model.as_deref(),
+        };
+        let Some(abort) = self.watch.observe(fate, &cx) else {
+            return;
+        };
+        self.shared
+            .print(|| eprintln!("{}: error: {}", cli::tool(), abort.message));
+        self.aborted = Some(abort.advice);
+        self.shared.stop();
+        let _ = self.shared.cancel.send(true);
     }
 
     /// `K/N` for results of a shard.
@@ -426,12 +462,21 @@ impl Dispatcher<'_> {
                     ))
                 });
             }
+            let fate = match result.status {
+                Status::Ok => Fate::Ok,
+                Status::Cancelled => Fate::Cancelled,
+                Status::Error | Status::Timeout => Fate::Failed {
+                    error: result.error.clone().unwrap_or_default(),
+                    http_status: result.http_status,
+                },
+            };
             results.send(result);
             let _ = shared.control.send(Control::Done {
                 session: req.session_id,
                 at: Instant::now(),
                 lag_ms,
                 warmup,
+                fate,
             });
         });
     }

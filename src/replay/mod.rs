@@ -13,6 +13,7 @@
 //! tasks always return one, and the dispatcher writes `cancelled` results
 //! for what it never sent.
 
+mod abort;
 pub mod answer;
 mod args;
 mod dispatch;
@@ -21,6 +22,7 @@ pub mod exchange;
 mod feed;
 mod output;
 mod plain;
+mod preflight;
 mod progress;
 pub mod request;
 pub mod schedule;
@@ -113,6 +115,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // The in-process simulated server gets a runtime (a thread) of its
     // own, so that it does not take the client's.
     let mut sim_runtime = None;
+    if !args.sim_args.is_empty() && !args.sim {
+        return Err(Error::usage("--sim-arg applies to --sim only"));
+    }
+    let sim_options = crate::simulator::SimOptions::from_flags(&args.sim_args)
+        .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
     let base = match (&args.url, args.sim) {
         (Some(url), _) => url.clone(),
         (None, true) => {
@@ -121,11 +128,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 .enable_all()
                 .build()
                 .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
-            let server = rt.block_on(crate::simulator::start(
-                "127.0.0.1",
-                0,
-                crate::simulator::SimOptions::default(),
-            ))?;
+            let server = rt.block_on(crate::simulator::start("127.0.0.1", 0, sim_options))?;
             sim_runtime = Some(rt);
             if !args.quiet {
                 cli::note(format!("simulated server at {}", server.url));
@@ -165,6 +168,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let client = client
         .build()
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
+    if sim_runtime.is_none() {
+        runtime.block_on(preflight::check_server(&client, &headers, &base, &url))?;
+    }
     let target = Arc::new(Target {
         client,
         plain,
@@ -216,7 +222,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
 
     let run_start: OnceLock<Instant> = OnceLock::new();
     let progress_done = AtomicBool::new(false);
-    let (ended, failure, lag, late) = thread::scope(|scope| {
+    let (ended, failure, lag, late, aborted, cpu_ms) = thread::scope(|scope| {
         let reader = {
             let shared = &shared;
             let (opts, inputs) = (&opts, &inputs);
@@ -240,14 +246,26 @@ pub fn run(args: &Args) -> Result<Outcome> {
             lag: Dist::default(),
             late: 0,
             origin: Instant::now(),
+            watch: abort::FailWatch::new(args.abort_after),
+            aborted: None,
         };
+        // The sending thread's CPU over the run tells a busy replay from
+        // a busy machine, for the lateness warning.
+        let cpu_before = progress::thread_cpu_ms();
         let ended = runtime.block_on(dispatcher.run(&run_start));
+        let cpu_ms = progress::thread_cpu_ms()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before);
         progress_done.store(true, Ordering::SeqCst);
         let Dispatcher {
-            failure, lag, late, ..
+            failure,
+            lag,
+            late,
+            aborted,
+            ..
         } = dispatcher;
         let _ = reader.join();
-        (ended, failure, lag, late)
+        (ended, failure, lag, late, aborted, cpu_ms)
     });
     signal.abort();
     drop(runtime);
@@ -255,7 +273,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
     drop(sim_runtime);
     let interrupted = ended?;
     let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
-    final_line(args, &shared, &lag, late, elapsed_ms);
+    final_line(
+        args,
+        &shared,
+        &lag,
+        late,
+        elapsed_ms,
+        cpu_ms,
+        aborted.as_deref(),
+    );
     if let Err(e) = written {
         if !e.is_broken_pipe() {
             return Err(e);
@@ -265,7 +291,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(if interrupted {
+    Ok(if aborted.is_some() {
+        Outcome::Aborted
+    } else if interrupted {
         Outcome::Interrupted
     } else {
         Outcome::Success

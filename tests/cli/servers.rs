@@ -153,6 +153,15 @@ fn serve(conn: TcpStream, choose: fn(&str) -> Answer, log: &Mutex<Vec<Seen>>) {
             break;
         }
     }
+    if head.starts_with("GET ") {
+        // The replay's check that the server is up (`GET /v1/models`):
+        // answered as by a server without the route, and not logged.
+        let answer = Answer::json("404 Not Found", r#"{"error":"not found"}"#);
+        let mut conn = conn;
+        let _ = conn.write_all(answer.head.as_bytes());
+        let _ = conn.write_all(&answer.body);
+        return;
+    }
     let length = head
         .lines()
         .find_map(|l| {
