@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
 malformed record without --skip-invalid).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   The ten minutes after the first ten, starting at 0:
@@ -143,11 +144,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let peeked = if args.rebase {
             None
         } else {
-            json::peek(line, ["timestamp", "session_id"])
+            json::peek(line, ["timestamp", "session_id", "scheduled_ms", "status"])
         };
         let mut parsed: Option<Record> = None;
         let (timestamp_raw, session_raw) = match peeked {
-            Some([t, s]) => (t, s),
+            Some([_, _, Some(_), Some(_)]) => {
+                skipper.skip(record::results_not_trace().at(&loc))?;
+                continue;
+            }
+            Some([t, s, _, _]) => (t, s),
             None => match Record::parse_at(line, &loc) {
                 Ok(rec) => {
                     let rec = parsed.insert(rec);

@@ -155,3 +155,45 @@ fn a_missing_file_is_named() {
         "trace-rescale: error: nope.jsonl: no such file or directory\n"
     );
 }
+
+#[test]
+fn results_given_as_a_trace_are_refused_by_every_tool_that_reads_traces() {
+    let dir = TestDir::new("results-as-trace");
+    dir.write(
+        "run.ndjson",
+        concat!(
+            r#"{"index":0,"scheduled_ms":0,"sent_ms":1,"input_length":5,"output_length":2,"status":"ok","http_status":200}"#,
+            "\n",
+            r#"{"index":1,"scheduled_ms":10,"sent_ms":11,"input_length":5,"output_length":2,"status":"error","http_status":500}"#,
+            "\n",
+        ),
+    );
+    let why = "error: this looks like trace-replay results (has `scheduled_ms`, `status`), not a \
+               trace; give it to trace-summarize";
+    for (tool, args) in [
+        ("trace-replay", &["--dry-run"][..]),
+        ("trace-slice", &["--head", "1"][..]),
+        ("trace-slice", &["--from", "0s"][..]),
+        ("trace-rescale", &["--speed", "2"][..]),
+        ("trace-synth", &[][..]),
+    ] {
+        let run = dir.cmd(tool).args(args).arg("run.ndjson").run();
+        run.code(2);
+        assert_eq!(run.stdout_str(), "", "{tool} {args:?}");
+        assert_eq!(
+            run.stderr,
+            format!("{tool}: run.ndjson:1: {why}\n"),
+            "{args:?}"
+        );
+    }
+    // The checker reports every such line.
+    let run = dir.cmd("trace-validate").arg("run.ndjson").run();
+    run.code(1);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "trace-validate: run.ndjson:1: {why}\ntrace-validate: run.ndjson:2: {why}\n"
+        )),
+        "{}",
+        run.stderr
+    );
+}
