@@ -13,6 +13,7 @@ use crate::text::plural;
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
 malformed record without --skip-invalid, a zero span for --rate/--duration).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   Replay the traffic twice as fast:

@@ -42,6 +42,7 @@ use hashing::{Hasher, Renumber};
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, an
 unrecognised format, a malformed record without --skip-invalid).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   LiteLLM callback logs (a directory of S3 objects), checked and described:
