@@ -107,6 +107,15 @@ pub fn note(msg: impl Display) {
     eprint_line(&format!("{}: note: {msg}", tool()));
 }
 
+/// The warning for an input without a single record: an empty output
+/// says nothing by itself, and an empty input is rarely what was meant.
+pub fn warn_empty_input() {
+    warn(
+        "no records in the input: it is empty; give a trace, one JSON object per line \
+         (trace-convert makes one from logs)",
+    );
+}
+
 /// How many warnings this process has printed.
 pub fn warning_count() -> u64 {
     WARNINGS.load(Ordering::Relaxed)

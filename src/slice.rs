@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use clap::Parser;
 
-use crate::cli::{InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, FieldError, Result};
 use crate::hash;
@@ -254,6 +254,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     skipper.finish();
+    if index == 0 {
+        cli::warn_empty_input();
+    } else if written == 0 && skipper.skipped() < index {
+        cli::warn(format!(
+            "0 records written of {index} read: none was selected; check the selection \
+             against the trace (trace-validate --report shows its span and sessions)"
+        ));
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -135,6 +135,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         out.write_line(&buf)?;
     }
     skipper.finish();
+    if index == 0 {
+        cli::warn_empty_input();
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -209,6 +209,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         Ok(())
     })?;
 
+    if total == 0 {
+        cli::warn_empty_input();
+    }
     for msg in stats.time_warnings() {
         diag.warning(None, &msg);
     }

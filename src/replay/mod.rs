@@ -282,6 +282,12 @@ pub fn run(args: &Args) -> Result<Outcome> {
         cpu_ms,
         aborted.as_deref(),
     );
+    if failure.is_none() && shared.counters.done.load(Ordering::Relaxed) == 0 {
+        cli::warn(
+            "no requests replayed: the input has no records (or --skip-invalid skipped them \
+             all); give a trace, one JSON object per line (trace-convert makes one from logs)",
+        );
+    }
     if let Err(e) = written {
         if !e.is_broken_pipe() {
             return Err(e);

@@ -197,3 +197,72 @@ fn results_given_as_a_trace_are_refused_by_every_tool_that_reads_traces() {
         run.stderr
     );
 }
+
+#[test]
+fn no_records_at_the_end_is_said_with_what_to_give() {
+    let empty = "warning: no records in the input: it is empty; give a trace, one JSON object \
+                 per line (trace-convert makes one from logs)";
+    for tool in [
+        "trace-validate",
+        "trace-slice",
+        "trace-rescale",
+        "trace-synth",
+    ] {
+        let run = Cmd::new(tool).stdin("").run();
+        run.code(0);
+        assert_eq!(run.stdout_str(), "");
+        assert_eq!(run.stderr, format!("{tool}: {empty}\n"));
+    }
+    let run = Cmd::new("trace-replay")
+        .args(["--sim", "--quiet"])
+        .stdin("")
+        .run();
+    run.code(0);
+    assert_eq!(run.stdout_str(), "");
+    assert!(
+        run.stderr.ends_with(
+            "trace-replay: warning: no requests replayed: the input has no records (or \
+             --skip-invalid skipped them all); give a trace, one JSON object per line \
+             (trace-convert makes one from logs)\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A window past the end of the trace.
+    let run = Cmd::new("trace-slice")
+        .args(["--from", "100h"])
+        .arg(data("sessions.jsonl"))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.stderr,
+        "trace-slice: warning: 0 records written of 60 read: none was selected; check the \
+         selection against the trace (trace-validate --report shows its span and sessions)\n"
+    );
+    // Langfuse traces without their observations.
+    let run = Cmd::new("trace-convert")
+        .arg(data("convert/traces_api_response.constructed.json"))
+        .run();
+    run.code(0);
+    assert!(
+        run.stderr.ends_with(
+            "trace-convert: warning: 0 records written: the input holds 3 Langfuse traces but \
+             no observations; give the observations too (their GENERATION observations are \
+             the requests)\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A --from that reads nothing in the input.
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "langfuse"])
+        .arg(data("sessions.jsonl"))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.stderr,
+        "trace-convert: note: 0 records read, 0 written; 0 sessions; time span 0 s\n\
+         trace-convert: warning: 0 records written: nothing in the input reads as langfuse \
+         records; check --from (without it the format is recognised from the content)\n"
+    );
+}
