@@ -61,8 +61,18 @@ impl FailWatch {
         }
     }
 
-    /// Count one completion; `Some` when the run should stop now.
-    pub(super) fn observe(&mut self, fate: &Fate, cx: &Context<'_>) -> Option<Abort> {
+    /// Whether completions still matter.
+    pub(super) fn watching(&self) -> bool {
+        !self.decided
+    }
+
+    /// Count one completion; `Some` when the run should stop now. Costs
+    /// one test once the watch is over (an ok request, or the limit).
+    pub(super) fn observe<'c>(
+        &mut self,
+        fate: &Fate,
+        cx: impl FnOnce() -> Context<'c>,
+    ) -> Option<Abort> {
         if self.decided {
             return None;
         }
@@ -78,7 +88,7 @@ impl FailWatch {
                 if self.failed >= self.limit {
                     self.decided = true;
                     let (error, status) = self.first.clone()?;
-                    return Some(abort(self.failed, &error, status, self.same, cx));
+                    return Some(abort(self.failed, &error, status, self.same, &cx()));
                 }
             }
         }
@@ -168,11 +178,11 @@ mod tests {
     fn the_first_n_completions_all_failed_stop_the_run_once() {
         let mut w = FailWatch::new(3);
         let e = failed("HTTP 401: no key", Some(401));
-        assert_eq!(w.observe(&e, &cx(false)), None);
-        assert_eq!(w.observe(&Fate::Cancelled, &cx(false)), None);
-        assert_eq!(w.observe(&e, &cx(false)), None);
+        assert_eq!(w.observe(&e, || cx(false)), None);
+        assert_eq!(w.observe(&Fate::Cancelled, || cx(false)), None);
+        assert_eq!(w.observe(&e, || cx(false)), None);
         assert_eq!(
-            w.observe(&e, &cx(false)),
+            w.observe(&e, || cx(false)),
             Some(Abort {
                 message: "stopped early: the first 3 requests all failed with HTTP 401: no key; \
                           the server answered 401 Unauthorized and $OPENAI_API_KEY is not set \
@@ -184,20 +194,20 @@ mod tests {
                     .to_string(),
             })
         );
-        assert_eq!(w.observe(&e, &cx(false)), None);
+        assert_eq!(w.observe(&e, || cx(false)), None);
     }
 
     #[test]
     fn one_ok_request_or_a_zero_limit_never_stops() {
         let e = failed("connection failed: refused", None);
         let mut w = FailWatch::new(2);
-        assert_eq!(w.observe(&e, &cx(true)), None);
-        assert_eq!(w.observe(&Fate::Ok, &cx(true)), None);
-        assert_eq!(w.observe(&e, &cx(true)), None);
-        assert_eq!(w.observe(&e, &cx(true)), None);
+        assert_eq!(w.observe(&e, || cx(true)), None);
+        assert_eq!(w.observe(&Fate::Ok, || cx(true)), None);
+        assert_eq!(w.observe(&e, || cx(true)), None);
+        assert_eq!(w.observe(&e, || cx(true)), None);
         let mut never = FailWatch::new(0);
         for _ in 0..5 {
-            assert_eq!(never.observe(&e, &cx(true)), None);
+            assert_eq!(never.observe(&e, || cx(true)), None);
         }
     }
 

@@ -381,21 +381,23 @@ impl Dispatcher<'_> {
     /// Ctrl-C does) and cancel the requests in flight at once, since they
     /// are likely to fail the same way.
     fn watch_for_failures(&mut self, fate: &Fate) {
-        if self.shared.stopping.load(Ordering::SeqCst) {
+        if !self.watch.watching() || self.shared.stopping.load(Ordering::SeqCst) {
             return;
         }
+        let args = self.args;
         let url = super::preflight::redacted(self.target.url.as_str());
-        let cx = Context {
-            key_env: &self.args.api_key_env,
-            key_set: std::env::var(&self.args.api_key_env).is_ok_and(|k| !k.is_empty()),
-            auth_header: self.args.headers.iter().any(|h| {
+        // Built only when the run stops.
+        let cx = || Context {
+            key_env: &args.api_key_env,
+            key_set: std::env::var(&args.api_key_env).is_ok_and(|k| !k.is_empty()),
+            auth_header: args.headers.iter().any(|h| {
                 h.split_once(':')
                     .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
             }),
             url: &url,
-            model: self.args.model.as_deref(),
+            model: args.model.as_deref(),
         };
-        let Some(abort) = self.watch.observe(fate, &cx) else {
+        let Some(abort) = self.watch.observe(fate, cx) else {
             return;
         };
         self.shared
