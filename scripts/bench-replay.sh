@@ -27,6 +27,7 @@
 #   callgrind   instructions in user space per request, under valgrind's
 #               callgrind, for 1,500 requests at 500/s without streaming
 #               and with 16 chunks: repeatable, unlike CPU time on a VM
+#               (run on the `profiling` build: release binaries are stripped)
 #
 # Both programs share this 2-core machine with the server; "server lateness"
 # is (arrival_k - arrival_0) - (due_k - due_0) with the k-th arrival matched
@@ -40,6 +41,12 @@ mkdir -p "$WORK"
 cargo build --release --quiet --bin trace-replay --bin trace-sim
 # BIN_DIR names other builds to compare (A/B runs).
 BIN=${BIN_DIR:-$PWD/target/release}
+# Callgrind's output is read by function and line: the release build with
+# debug information (release binaries are stripped).
+PROFILING_BIN=${PROFILING_BIN_DIR:-$PWD/target/profiling}
+case " $RUNS " in
+  *" callgrind "*) cargo build --profile profiling --quiet --bin trace-replay ;;
+esac
 
 # A trace of N records at RATE per second: short prompts, OUT tokens each.
 make_trace() { # N RATE OUT FILE
@@ -194,7 +201,7 @@ print(f'{(u+s)/n*1e6:.1f}', file=open('$WORK/$run.cpu', 'w'))"
         args=(--quiet --url "$URL")
         [ "$mode" = --no-stream ] && args+=(--no-stream)
         valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind$mode.out" \
-          "$BIN/trace-replay" "${args[@]}" "$WORK/callgrind.jsonl" \
+          "$PROFILING_BIN/trace-replay" "${args[@]}" "$WORK/callgrind.jsonl" \
           > "$WORK/callgrind$mode.ndjson" 2> "$WORK/callgrind$mode.err"
         stop_sim
         python3 - "$WORK/callgrind$mode.out" "$mode" <<'PY'

@@ -23,6 +23,9 @@ pub enum Outcome {
     /// Exit 1: the tool ran to the end and the answer is "no" (invalid
     /// records found, a threshold crossed).
     Negative,
+    /// Exit 3: a replay stopped early because its first requests all
+    /// failed, after every result was flushed.
+    Aborted,
     /// Exit 130: interrupted by Ctrl-C after every result was flushed.
     Interrupted,
     /// Exit 128 + the signal (143 for SIGTERM, 129 for SIGHUP): stopped by
@@ -103,6 +106,7 @@ pub fn finish(result: Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
+        Ok(Outcome::Aborted) => ExitCode::from(3),
         Ok(Outcome::Interrupted) => ExitCode::from(130),
         Ok(Outcome::Signalled(sig)) => ExitCode::from(128u8.saturating_add(sig)),
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
@@ -143,6 +147,15 @@ pub fn report_error(err: &Error) {
 /// counts), never for problems.
 pub fn note(msg: impl Display) {
     eprint_line(&format!("{}: note: {msg}", tool()));
+}
+
+/// The warning for an input without a single record: an empty output
+/// says nothing by itself, and an empty input is rarely what was meant.
+pub fn warn_empty_input() {
+    warn(
+        "no records in the input: it is empty; give a trace, one JSON object per line \
+         (trace-convert makes one from logs)",
+    );
 }
 
 /// How many warnings this process has printed.

@@ -93,6 +93,15 @@ impl ParseError {
     }
 }
 
+/// The error for a result record (it has `scheduled_ms` and `status`)
+/// given to a tool that reads traces.
+pub fn results_not_trace() -> FieldError {
+    FieldError::record(
+        "this looks like trace-replay results (has `scheduled_ms`, `status`), not a trace; \
+         give it to trace-summarize",
+    )
+}
+
 impl<'a> Record<'a> {
     /// Parse one line. Duplicate keys are an error: which one a consumer
     /// would take differs between JSON libraries.
@@ -122,8 +131,21 @@ impl<'a> Record<'a> {
     }
 
     /// Parse one line, naming `loc` in the error.
+    /// Parse one trace record, naming `loc` in the error; a result record
+    /// (trace-replay's output) is refused: every tool that reads traces
+    /// reads them through here.
     pub fn parse_at(line: &'a str, loc: &Location) -> Result<Record<'a>, Error> {
-        Record::parse(line).map_err(|e| e.at(loc))
+        let rec = Record::parse(line).map_err(|e| e.at(loc))?;
+        match rec.results_not_trace() {
+            Some(e) => Err(e.at(loc)),
+            None => Ok(rec),
+        }
+    }
+
+    /// An error when this is a result record rather than a trace record.
+    pub fn results_not_trace(&self) -> Option<FieldError> {
+        let is_result = self.get("scheduled_ms").is_some() && self.get("status").is_some();
+        is_result.then(results_not_trace)
     }
 
     /// An empty record, to be filled with [`Record::set`].

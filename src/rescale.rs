@@ -13,6 +13,7 @@ use crate::text::plural;
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
 malformed record without --skip-invalid, a zero span for --rate/--duration).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   Replay the traffic twice as fast:
@@ -188,8 +189,10 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut skipper = Skipper::new(&args.skip_invalid);
     let mut fixed_prompts = 0u64;
+    let mut read = 0u64;
     let mut buf = Vec::with_capacity(1024);
     while let Some((loc, line)) = lines.next_line()? {
+        read += 1;
         let mut rec = match Record::parse_at(line, &loc) {
             Ok(rec) => rec,
             Err(e) => {
@@ -216,6 +219,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         ));
     }
     skipper.finish();
+    if read == 0 {
+        cli::warn_empty_input();
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

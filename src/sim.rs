@@ -10,6 +10,7 @@ use crate::simulator::{SimOptions, start};
 const EXAMPLES: &str = "\
 Exit status: 0 when stopped by Ctrl-C, 2 on trouble (bad usage, the
 address cannot be bound).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   A server for a replay, in another terminal:

@@ -77,6 +77,31 @@ pub struct SimOptions {
     pub arrivals: Option<std::path::PathBuf>,
 }
 
+/// [`SimOptions`] alone, to read trace-sim's model flags from elsewhere
+/// (trace-replay's `--sim-arg`).
+#[derive(clap::Parser, Debug)]
+#[command(name = "--sim-arg", no_binary_name = true, disable_help_flag = true)]
+struct OptionsOnly {
+    #[command(flatten)]
+    options: SimOptions,
+}
+
+impl SimOptions {
+    /// The options given as trace-sim flags (`--ttft-ms=500`, `--seed`,
+    /// `3`); the error is clap's first line.
+    pub fn from_flags(flags: &[String]) -> Result<SimOptions, String> {
+        use clap::Parser;
+        match OptionsOnly::try_parse_from(flags) {
+            Ok(o) => Ok(o.options),
+            Err(e) => {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                Err(first.strip_prefix("error: ").unwrap_or(first).to_string())
+            }
+        }
+    }
+}
+
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {

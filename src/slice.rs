@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use clap::Parser;
 
-use crate::cli::{InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
+use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, FieldError, Result};
 use crate::hash;
@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
 malformed record without --skip-invalid).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   The ten minutes after the first ten, starting at 0:
@@ -143,11 +144,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let peeked = if args.rebase {
             None
         } else {
-            json::peek(line, ["timestamp", "session_id"])
+            json::peek(line, ["timestamp", "session_id", "scheduled_ms", "status"])
         };
         let mut parsed: Option<Record> = None;
         let (timestamp_raw, session_raw) = match peeked {
-            Some([t, s]) => (t, s),
+            Some([_, _, Some(_), Some(_)]) => {
+                skipper.skip(record::results_not_trace().at(&loc))?;
+                continue;
+            }
+            Some([t, s, _, _]) => (t, s),
             None => match Record::parse_at(line, &loc) {
                 Ok(rec) => {
                     let rec = parsed.insert(rec);
@@ -249,6 +254,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     skipper.finish();
+    if index == 0 {
+        cli::warn_empty_input();
+    } else if written == 0 && skipper.skipped() < index {
+        cli::warn(format!(
+            "0 records written of {index} read: none was selected; check the selection \
+             against the trace (trace-validate --report shows its span and sessions)"
+        ));
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -12,6 +12,7 @@ use crate::tokenizer::{self};
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
 missing tokenizer file, a malformed record without --skip-invalid).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   Prompts for a Mooncake trace, then replay it:
@@ -134,6 +135,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         out.write_line(&buf)?;
     }
     skipper.finish();
+    if index == 0 {
+        cli::warn_empty_input();
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -16,6 +16,7 @@ use crate::text::plural;
 const EXAMPLES: &str = "\
 Exit status: 0 when every record is valid, 1 when any is invalid (or, with
 --strict, anything was warned about), 2 on trouble (bad usage, unreadable input).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   Check a trace and keep only its valid records:
@@ -172,11 +173,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
 
     io::for_each_line(&inputs, |loc, line| {
         total += 1;
-        let rec = match Record::parse(line) {
+        let rec = match Record::parse_at(line, loc) {
             Ok(rec) => rec,
             Err(e) => {
                 invalid += 1;
-                diag.error(&e.at(loc));
+                diag.error(&e);
                 return Ok(());
             }
         };
@@ -208,6 +209,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         Ok(())
     })?;
 
+    if total == 0 {
+        cli::warn_empty_input();
+    }
     for msg in stats.time_warnings() {
         diag.warning(None, &msg);
     }

@@ -85,6 +85,10 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
     }
     if present(&obj, "type").is_none() {
         // A trace: remember its session for the observations that name it.
+        // (A line with no id is no trace at all: a wrong --from.)
+        if present(&obj, "id").is_some() {
+            ctx.traces_read += 1;
+        }
         if let (Some(id), Some(s)) = (
             first_of(&obj, &["id"]),
             first_of(&obj, &["sessionId", "session_id"]),

@@ -42,6 +42,7 @@ use hashing::{Hasher, Renumber};
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, an
 unrecognised format, a malformed record without --skip-invalid).
+(3 is trace-replay's early stop; never from this tool.)
 
 Examples:
   LiteLLM callback logs (a directory of S3 objects), checked and described:
@@ -296,6 +297,8 @@ pub struct Ctx {
     batch: openai_batch::Batch,
     /// Sessions of traces, by trace id, from trace records read.
     pub trace_sessions: HashMap<String, String>,
+    /// Langfuse trace records read (they are not requests).
+    pub traces_read: u64,
 }
 
 impl Ctx {
@@ -312,6 +315,7 @@ impl Ctx {
             batch: openai_batch::Batch::default(),
             bailian_roots: HashMap::new(),
             trace_sessions: HashMap::new(),
+            traces_read: 0,
         }
     }
 
@@ -446,7 +450,35 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     out.finish()?;
     ctx.skipper.finish();
     summary.print(ctx.read, ctx.skipper.skipped());
+    if summary.written == 0 {
+        cli::warn(nothing_written(format, ctx.read, ctx.traces_read));
+    }
     Ok(cli::Outcome::Success)
+}
+
+/// Why a conversion wrote no record, and what to give it instead.
+fn nothing_written(format: Format, read: u64, traces: u64) -> String {
+    if read == 0 && traces > 0 {
+        return format!(
+            "0 records written: the input holds {traces} Langfuse trace{} but no observations; \
+             give the observations too (their GENERATION observations are the requests)",
+            plural(traces)
+        );
+    }
+    if read == 0 && format == Format::Auto {
+        return "0 records written: the input is empty; give the logs to convert".to_string();
+    }
+    if read == 0 {
+        return format!(
+            "0 records written: nothing in the input reads as {} records; check --from \
+             (without it the format is recognised from the content)",
+            format.name()
+        );
+    }
+    format!(
+        "0 records written of {read} read: every one was dropped or invalid (see the counts \
+         above)"
+    )
 }
 
 fn read_one(

@@ -15,8 +15,11 @@ use crate::record::DEFAULT_BLOCK_SIZE;
 pub(super) const EXAMPLES: &str = "\
 Exit status: 0 when the run ended (even if requests failed: their results
 say so; gate on them with trace-summarize --fail-if), 2 on trouble (bad
-usage, unreadable input, a malformed record), 130 when interrupted by Ctrl-C
-(143 by SIGTERM, 129 by SIGHUP) after every result was written.
+usage, unreadable input, a malformed record, a server that cannot be
+reached), 3 when the run stopped early because its first --abort-after
+requests all failed (after a result was written for every record), 130
+when interrupted by Ctrl-C (143 by SIGTERM, 129 by SIGHUP) after every
+result was written.
 
 Examples:
   A demo with the built-in simulated server:
@@ -72,13 +75,23 @@ pub struct Args {
     #[arg(long, conflicts_with = "url")]
     pub sim: bool,
 
+    /// A flag of trace-sim's latency and fault model for --sim
+    /// (`--sim-arg=--ttft-ms=500`); repeatable.
+    #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sim_args: Vec<String>,
+
     /// API to call: `/v1/chat/completions` or `/v1/completions`.
     #[arg(long, value_enum, default_value = "chat")]
     pub endpoint: Endpoint,
 
-    /// Model to name in requests; a record's own `model` wins.
+    /// Model to name in every request, over the records' own `model`
+    /// (which is sent only when this is not given).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+
+    /// Rename a record's `model` FROM to TO (without --model); repeatable.
+    #[arg(long = "model-map", value_name = "FROM=TO", value_parser = parse_model_map)]
+    pub model_map: Vec<(String, String)>,
 
     /// Environment variable holding the API key, sent as a bearer token.
     /// The key is never printed nor written to results.
@@ -170,6 +183,12 @@ pub struct Args {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Stop the run (exit 3) when the first N completed requests all
+    /// failed (error or timeout): a wrong key, model or URL. Requests not
+    /// sent are written as cancelled. 0 never stops.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub abort_after: u64,
+
     /// After the first Ctrl-C, wait this long for requests in flight.
     #[arg(long, value_name = "D", default_value = "5s", value_parser = crate::duration::parse_ms_arg)]
     pub grace: f64,
@@ -231,6 +250,7 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
     Ok(BodyOptions {
         endpoint: args.endpoint,
         model: args.model.clone(),
+        model_map: args.model_map.clone(),
         stream: !args.no_stream,
         ignore_eos: args.ignore_eos,
         min_tokens: args.min_tokens,
@@ -247,6 +267,18 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
             ),
         },
     })
+}
+
+/// `--model-map FROM=TO`.
+fn parse_model_map(text: &str) -> std::result::Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() => {
+            Ok((from.to_string(), to.to_string()))
+        }
+        _ => Err(format!(
+            "`{text}` is not FROM=TO (a model name, `=`, its new name)"
+        )),
+    }
 }
 
 /// The certificates of a `--cacert` PEM file.

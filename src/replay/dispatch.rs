@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Shared;
+use super::abort::{Context, FailWatch, Fate};
 use super::args::Args;
 use super::conversation::{self, Kept, Parent, Transcript};
 use super::exchange::{self, Target, skeleton};
@@ -18,7 +19,7 @@ use super::schedule::{Completed, Pace, Schedule};
 use super::timer::Timer;
 use crate::cli;
 use crate::error::{Error, Result};
-use crate::result::round_us;
+use crate::result::{Status, round_us};
 use crate::stats::Dist;
 
 /// The dispatcher sleeps until this long before a request is due, then
@@ -41,6 +42,7 @@ pub(super) enum Control {
         at: Instant,
         lag_ms: f64,
         warmup: bool,
+        fate: Fate,
     },
     /// Stop sending (Ctrl-C, or the output closed).
     Stop,
@@ -94,6 +96,10 @@ pub(super) struct Dispatcher<'a> {
     pub(super) short_turns: u64,
     /// Start of the run (of the warmup, before it).
     pub(super) origin: Instant,
+    /// --abort-after.
+    pub(super) watch: FailWatch,
+    /// Why the run stopped early, when it did: the advice for the final line.
+    pub(super) aborted: Option<String>,
 }
 
 impl Dispatcher<'_> {
@@ -391,6 +397,7 @@ impl Dispatcher<'_> {
                 at,
                 lag_ms,
                 warmup,
+                fate,
             } => {
                 if warmup {
                     return;
@@ -410,9 +417,40 @@ impl Dispatcher<'_> {
                 if lag_ms > 5.0 {
                     self.late += 1;
                 }
+                self.watch_for_failures(&fate);
             }
             Control::Stop => {}
         }
+    }
+
+    /// Stop the run when its first requests all failed: stop sending (as
+    /// Ctrl-C does) and cancel the requests in flight at once, since they
+    /// are likely to fail the same way.
+    fn watch_for_failures(&mut self, fate: &Fate) {
+        if !self.watch.watching() || self.shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let args = self.args;
+        let url = super::preflight::redacted(self.target.url.as_str());
+        // Built only when the run stops.
+        let cx = || Context {
+            key_env: &args.api_key_env,
+            key_set: std::env::var(&args.api_key_env).is_ok_and(|k| !k.is_empty()),
+            auth_header: args.headers.iter().any(|h| {
+                h.split_once(':')
+                    .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+            }),
+            url: &url,
+            model: args.model.as_deref(),
+        };
+        let Some(abort) = self.watch.observe(fate, cx) else {
+            return;
+        };
+        self.shared
+            .print(|| eprintln!("{}: error: {}", cli::tool(), abort.message));
+        self.aborted = Some(abort.advice);
+        self.shared.stop();
+        let _ = self.shared.cancel.send(true);
     }
 
     /// `K/N` for results of a shard.
@@ -502,6 +540,14 @@ impl Dispatcher<'_> {
                     ))
                 });
             }
+            let fate = match result.status {
+                Status::Ok => Fate::Ok,
+                Status::Cancelled => Fate::Cancelled,
+                Status::Error | Status::Timeout => Fate::Failed {
+                    error: result.error.clone().unwrap_or_default(),
+                    http_status: result.http_status,
+                },
+            };
             results.send(result);
             let _ = shared.control.send(Control::Done {
                 key: req.index,
@@ -511,6 +557,7 @@ impl Dispatcher<'_> {
                 at: Instant::now(),
                 lag_ms,
                 warmup,
+                fate,
             });
         });
     }

@@ -13,6 +13,7 @@
 //! tasks always return one, and the dispatcher writes `cancelled` results
 //! for what it never sent.
 
+mod abort;
 pub mod answer;
 mod args;
 pub mod conversation;
@@ -22,6 +23,7 @@ pub mod exchange;
 mod feed;
 mod output;
 mod plain;
+mod preflight;
 mod progress;
 pub mod request;
 pub mod schedule;
@@ -118,6 +120,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // The in-process simulated server gets a runtime (a thread) of its
     // own, so that it does not take the client's.
     let mut sim_runtime = None;
+    if !args.sim_args.is_empty() && !args.sim {
+        return Err(Error::usage("--sim-arg applies to --sim only"));
+    }
+    let sim_options = crate::simulator::SimOptions::from_flags(&args.sim_args)
+        .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
     let base = match (&args.url, args.sim) {
         (Some(url), _) => url.clone(),
         (None, true) => {
@@ -126,11 +133,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 .enable_all()
                 .build()
                 .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
-            let server = rt.block_on(crate::simulator::start(
-                "127.0.0.1",
-                0,
-                crate::simulator::SimOptions::default(),
-            ))?;
+            let server = rt.block_on(crate::simulator::start("127.0.0.1", 0, sim_options))?;
             sim_runtime = Some(rt);
             if !args.quiet {
                 cli::note(format!("simulated server at {}", server.url));
@@ -171,6 +174,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let client = client
         .build()
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
+    if sim_runtime.is_none() {
+        runtime.block_on(preflight::check_server(&client, &headers, &base, &url))?;
+    }
     let target = Arc::new(Target {
         client,
         plain,
@@ -224,7 +230,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
 
     let run_start: OnceLock<Instant> = OnceLock::new();
     let progress_done = AtomicBool::new(false);
-    let (ended, failure, lag, late) = thread::scope(|scope| {
+    let (ended, failure, lag, late, aborted, cpu_ms) = thread::scope(|scope| {
         let reader = {
             let shared = &shared;
             let (opts, inputs) = (&opts, &inputs);
@@ -252,8 +258,16 @@ pub fn run(args: &Args) -> Result<Outcome> {
             lost_parents: 0,
             short_turns: 0,
             origin: Instant::now(),
+            watch: abort::FailWatch::new(args.abort_after),
+            aborted: None,
         };
+        // The sending thread's CPU over the run tells a busy replay from
+        // a busy machine, for the lateness warning.
+        let cpu_before = progress::thread_cpu_ms();
         let ended = runtime.block_on(dispatcher.run(&run_start));
+        let cpu_ms = progress::thread_cpu_ms()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before);
         progress_done.store(true, Ordering::SeqCst);
         let Dispatcher {
             failure,
@@ -261,6 +275,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             late,
             unknown_after,
             short_turns,
+            aborted,
             ..
         } = dispatcher;
         if short_turns > 0 {
@@ -277,7 +292,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 "{unknown_after} `after` ids in all named no earlier record of this run (the first {MAX_UNKNOWN_WARNINGS} are listed above)"
             ));
         }
-        (ended, failure, lag, late)
+        (ended, failure, lag, late, aborted, cpu_ms)
     });
     signal.abort();
     drop(runtime);
@@ -285,7 +300,21 @@ pub fn run(args: &Args) -> Result<Outcome> {
     drop(sim_runtime);
     let interrupted = ended?;
     let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
-    final_line(args, &shared, &lag, late, elapsed_ms);
+    final_line(
+        args,
+        &shared,
+        &lag,
+        late,
+        elapsed_ms,
+        cpu_ms,
+        aborted.as_deref(),
+    );
+    if failure.is_none() && shared.counters.done.load(Ordering::Relaxed) == 0 {
+        cli::warn(
+            "no requests replayed: the input has no records (or --skip-invalid skipped them \
+             all); give a trace, one JSON object per line (trace-convert makes one from logs)",
+        );
+    }
     if let Err(e) = written {
         if !e.is_broken_pipe() {
             return Err(e);
@@ -295,7 +324,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(if interrupted {
+    Ok(if aborted.is_some() {
+        Outcome::Aborted
+    } else if interrupted {
         match STOPPED_BY.load(Ordering::SeqCst) {
             0 | libc::SIGINT => Outcome::Interrupted,
             sig => Outcome::Signalled(u8::try_from(sig).unwrap_or(0)),

@@ -34,7 +34,10 @@ impl Endpoint {
 #[derive(Clone, Debug)]
 pub struct BodyOptions {
     pub endpoint: Endpoint,
+    /// `--model`: named in every request, whatever the record's `model`.
     pub model: Option<String>,
+    /// `--model-map FROM=TO`: renames records' models (without --model).
+    pub model_map: Vec<(String, String)>,
     pub stream: bool,
     pub ignore_eos: bool,
     pub min_tokens: bool,
@@ -45,6 +48,19 @@ pub struct BodyOptions {
     /// `--live-answers`: later turns of synthesized sessions carry the
     /// answers the server gave.
     pub live_answers: bool,
+}
+
+impl BodyOptions {
+    /// The model a request names: `--model` wins; else the record's own,
+    /// renamed by `--model-map`.
+    pub fn model_for(&self, record: Option<&str>) -> Option<String> {
+        if let Some(m) = &self.model {
+            return Some(m.clone());
+        }
+        let m = record?;
+        let renamed = self.model_map.iter().find(|(from, _)| from == m);
+        Some(renamed.map_or(m, |(_, to)| to.as_str()).to_string())
+    }
 }
 
 /// A request ready to send, and the trace's figures for its result.
@@ -102,7 +118,7 @@ pub fn outline(
         index,
         id: rec.id()?.map(|s| s.into_owned()),
         session_id: rec.session_id()?.map(|s| s.into_owned()),
-        model: rec.model()?.map(|m| m.into_owned()).or(opts.model.clone()),
+        model: opts.model_for(rec.model()?.as_deref()),
         body: bytes::Bytes::new(),
         stream: opts.stream,
         input_length: rec.input_length()?.or(observed_prompt),
@@ -485,6 +501,7 @@ mod tests {
         BodyOptions {
             endpoint,
             model: (flags & 1 != 0).then(|| "flag-model".to_string()),
+            model_map: Vec::new(),
             stream: flags & 2 != 0,
             ignore_eos: flags & 4 != 0,
             min_tokens: flags & 8 != 0,
@@ -525,6 +542,18 @@ mod tests {
             body(line, &opts).0,
             r#"{"messages":[ {"role": "user", "content": "\u00e9"} ],"tools":[{"type":"function"}],"max_tokens":1,"stream":false}"#
         );
+    }
+
+    #[test]
+    fn the_model_flag_wins_and_the_map_renames_records_models() {
+        let mut opts = options(Endpoint::Chat, 0, "{}");
+        opts.model_map = vec![("a".into(), "x".into()), ("a".into(), "y".into())];
+        assert_eq!(opts.model_for(Some("a")).as_deref(), Some("x"));
+        assert_eq!(opts.model_for(Some("b")).as_deref(), Some("b"));
+        assert_eq!(opts.model_for(None), None);
+        opts.model = Some("flag".into());
+        assert_eq!(opts.model_for(Some("a")).as_deref(), Some("flag"));
+        assert_eq!(opts.model_for(None).as_deref(), Some("flag"));
     }
 
     /// Extras merge as inserting them into the map of the other fields

@@ -16,14 +16,16 @@ use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::json;
 use crate::record::{self, Kind, Record};
-use crate::result::ResultView;
+use crate::result::{ResultView, Status};
 use metrics::{Aggregate, Convention, FoldOptions, Slo, SloMetric};
 use report::{ReportOptions, Style};
 
 const EXAMPLES: &str = "\
-Exit status: 0 on success, 1 when a --fail-if threshold is crossed, 2 on
-trouble (bad usage, unreadable input, a malformed result without
---skip-invalid).
+Exit status: 0 on success, 1 when a --fail-if threshold is crossed or when
+no result is ok (none at all, or every one failed; the report is still
+printed), 2 on trouble (bad usage, unreadable input, a malformed result
+without --skip-invalid). (3 is trace-replay's early stop; never from this
+tool.)
 
 Examples:
   Replay and read the metrics, keeping the results:
@@ -137,7 +139,8 @@ pub struct Args {
           conflicts_with_all = ["fail_if", "window", "by", "slo", "format", "plot"])]
     pub requests: Option<requests::RequestsFormat>,
 
-    /// Also draw the run to FILE (.svg, or .html with the SVG inline): each
+    /// Also draw the run to FILE (.svg, or .html with the SVG inline; other
+    /// names are refused): each
     /// request's TTFT and E2E by send time with errors marked, requests in
     /// flight and output tokens/s over time, and latency percentiles. Each
     /// input file is drawn as its own run, overlaid, for comparisons (the
@@ -339,6 +342,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
 
+    if let Some(path) = &args.plot {
+        plot::check_name(path)?;
+    }
     let inputs = io::input_specs(&args.input.files)?;
     if let Some(format) = args.requests {
         let mut lines = Lines::new(&inputs);
@@ -429,11 +435,41 @@ pub fn run(args: &Args) -> Result<Outcome> {
             }
         }
     }
+    if let Some(reason) = nothing_measured(&overall) {
+        cli::warn(reason);
+        crossed = true;
+    }
     Ok(if crossed {
         Outcome::Negative
     } else {
         Outcome::Success
     })
+}
+
+/// Why a run's figures measure nothing, when they do not: no result, or
+/// none ok. A report of failures is a negative answer, not a success.
+fn nothing_measured(a: &Aggregate) -> Option<String> {
+    let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
+    if a.total == 0 {
+        return Some(if a.warmup > 0 {
+            format!(
+                "no results to summarize: warmup results are left out, and there are only those ({})",
+                a.warmup
+            )
+        } else {
+            "no results to summarize: the input is empty (give trace-replay's output)".to_string()
+        });
+    }
+    if count(Status::Ok) > 0 {
+        return None;
+    }
+    Some(format!(
+        "no result is ok: {} error, {} timeout, {} cancelled of {} (see their `error`)",
+        count(Status::Error),
+        count(Status::Timeout),
+        count(Status::Cancelled),
+        a.total
+    ))
 }
 
 fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOptions) -> String {

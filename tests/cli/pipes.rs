@@ -155,3 +155,114 @@ fn a_missing_file_is_named() {
         "trace-rescale: error: nope.jsonl: no such file or directory\n"
     );
 }
+
+#[test]
+fn results_given_as_a_trace_are_refused_by_every_tool_that_reads_traces() {
+    let dir = TestDir::new("results-as-trace");
+    dir.write(
+        "run.ndjson",
+        concat!(
+            r#"{"index":0,"scheduled_ms":0,"sent_ms":1,"input_length":5,"output_length":2,"status":"ok","http_status":200}"#,
+            "\n",
+            r#"{"index":1,"scheduled_ms":10,"sent_ms":11,"input_length":5,"output_length":2,"status":"error","http_status":500}"#,
+            "\n",
+        ),
+    );
+    let why = "error: this looks like trace-replay results (has `scheduled_ms`, `status`), not a \
+               trace; give it to trace-summarize";
+    for (tool, args) in [
+        ("trace-replay", &["--dry-run"][..]),
+        ("trace-slice", &["--head", "1"][..]),
+        ("trace-slice", &["--from", "0s"][..]),
+        ("trace-rescale", &["--speed", "2"][..]),
+        ("trace-synth", &[][..]),
+    ] {
+        let run = dir.cmd(tool).args(args).arg("run.ndjson").run();
+        run.code(2);
+        assert_eq!(run.stdout_str(), "", "{tool} {args:?}");
+        assert_eq!(
+            run.stderr,
+            format!("{tool}: run.ndjson:1: {why}\n"),
+            "{args:?}"
+        );
+    }
+    // The checker reports every such line.
+    let run = dir.cmd("trace-validate").arg("run.ndjson").run();
+    run.code(1);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "trace-validate: run.ndjson:1: {why}\ntrace-validate: run.ndjson:2: {why}\n"
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn no_records_at_the_end_is_said_with_what_to_give() {
+    let empty = "warning: no records in the input: it is empty; give a trace, one JSON object \
+                 per line (trace-convert makes one from logs)";
+    for tool in [
+        "trace-validate",
+        "trace-slice",
+        "trace-rescale",
+        "trace-synth",
+    ] {
+        let run = Cmd::new(tool).stdin("").run();
+        run.code(0);
+        assert_eq!(run.stdout_str(), "");
+        assert_eq!(run.stderr, format!("{tool}: {empty}\n"));
+    }
+    let run = Cmd::new("trace-replay")
+        .args(["--sim", "--quiet"])
+        .stdin("")
+        .run();
+    run.code(0);
+    assert_eq!(run.stdout_str(), "");
+    assert!(
+        run.stderr.ends_with(
+            "trace-replay: warning: no requests replayed: the input has no records (or \
+             --skip-invalid skipped them all); give a trace, one JSON object per line \
+             (trace-convert makes one from logs)\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A window past the end of the trace.
+    let run = Cmd::new("trace-slice")
+        .args(["--from", "100h"])
+        .arg(data("sessions.jsonl"))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.stderr,
+        "trace-slice: warning: 0 records written of 60 read: none was selected; check the \
+         selection against the trace (trace-validate --report shows its span and sessions)\n"
+    );
+    // Langfuse traces without their observations.
+    let run = Cmd::new("trace-convert")
+        .arg(data("convert/traces_api_response.constructed.json"))
+        .run();
+    run.code(0);
+    assert!(
+        run.stderr.ends_with(
+            "trace-convert: warning: 0 records written: the input holds 3 Langfuse traces but \
+             no observations; give the observations too (their GENERATION observations are \
+             the requests)\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A --from that reads nothing in the input.
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "langfuse"])
+        .arg(data("sessions.jsonl"))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.stderr,
+        "trace-convert: note: 0 records read, 0 written; 0 sessions; time span 0 s\n\
+         trace-convert: warning: 0 records written: nothing in the input reads as langfuse \
+         records; check --from (without it the format is recognised from the content)\n"
+    );
+}

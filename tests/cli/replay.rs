@@ -81,7 +81,8 @@ fn results_from_the_simulator_have_every_field() {
     let want = [
         (Some("a"), None, "sim", Value::Null, 5, 3),
         (None, Some("s"), "sim", json!(600), 600, 4),
-        (None, None, "other", json!(1000), 1000, 2),
+        // --model wins over the record's own.
+        (None, None, "sim", json!(1000), 1000, 2),
         (None, None, "sim", Value::Null, 2, 1),
     ];
     for (i, (id, session, model, input_length, prompt, output)) in want.into_iter().enumerate() {
@@ -203,7 +204,7 @@ fn timeouts_keep_what_arrived() {
 }
 
 #[test]
-fn refused_connections_are_errors() {
+fn a_server_that_cannot_be_reached_stops_the_run_before_it_starts() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -211,13 +212,110 @@ fn refused_connections_are_errors() {
         .port();
     let url = format!("http://127.0.0.1:{port}");
     let run = replay(&["--url", &url], &text_trace(4, 1, 3));
+    run.code(2);
+    assert_eq!(run.stdout_str(), "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "trace-replay: error: cannot reach the server at {url}: Connection refused (os error 111)\n"
+        )
+    );
+    // Credentials in the URL stay out of the message.
+    let secret = format!("http://me:hunter2@127.0.0.1:{port}/v1");
+    let run = replay(&["--url", &secret], &text_trace(1, 1, 3));
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "trace-replay: error: cannot reach the server at http://127.0.0.1:{port}/v1: Connection refused (os error 111)\n"
+        )
+    );
+    // --dry-run sends nothing, so it needs no server.
+    replay(&["--url", &url, "--dry-run"], &text_trace(1, 1, 3)).ok();
+}
+
+fn unauthorized(_body: &str) -> Answer {
+    Answer::json(
+        "401 Unauthorized",
+        r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#,
+    )
+}
+
+fn no_such_model(_body: &str) -> Answer {
+    Answer::json(
+        "404 Not Found",
+        r#"{"error":{"message":"The model `nope` does not exist.","type":"NotFoundError"}}"#,
+    )
+}
+
+#[test]
+fn a_run_whose_first_requests_all_fail_stops_early_with_status_3() {
+    let server = Scripted::start(unauthorized);
+    // 1000 requests 10 ms apart: the stop comes long before the last is due.
+    let run = replay(
+        &[
+            "--url",
+            &server.url,
+            "--api-key-env",
+            "TRACEKIT_TEST_UNSET_KEY",
+        ],
+        &text_trace(1000, 10, 3),
+    );
+    run.code(3);
+    let results = by_index(&run, 1000);
+    let c = statuses(&results);
+    assert!(c["error"] >= 20, "{c:?}");
+    assert_eq!(c["error"] + c["cancelled"], 1000, "{c:?}");
+    let advice = "the server answered 401 Unauthorized and $TRACEKIT_TEST_UNSET_KEY is not set \
+                  (--api-key-env names the variable)";
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    assert_eq!(
+        lines[0],
+        format!(
+            "trace-replay: error: stopped early: the first 20 requests all failed with HTTP 401: \
+             Incorrect API key provided; {advice}; requests not sent are written as cancelled \
+             (--abort-after 0 never stops)"
+        )
+    );
+    assert!(lines[1].starts_with("trace-replay: sent "), "{}", lines[1]);
+    assert!(
+        lines[1].ends_with(&format!("; stopped early: {advice}")),
+        "{}",
+        lines[1]
+    );
+    // A wrong model: the advice names it, and the key stays out of sight.
+    let server = Scripted::start(no_such_model);
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", &server.url, "--model", "nope"])
+        .args(["--abort-after", "5"])
+        .env("OPENAI_API_KEY", "sk-secret-test-key")
+        .stdin(text_trace(30, 0, 3))
+        .run();
+    run.code(3);
+    by_index(&run, 30);
+    let line = run.stderr.lines().next().unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "trace-replay: error: stopped early: the first 5 requests all failed with HTTP 404: \
+             The model `nope` does not exist.; check --model `nope` and --url (requests go to \
+             {}/v1/chat/completions); requests not sent are written as cancelled \
+             (--abort-after 0 never stops)",
+            server.url
+        )
+    );
+    assert!(!run.stderr.contains("sk-secret") && !run.stdout_str().contains("sk-secret"));
+    // --abort-after 0: the run plays to the end.
+    let run = replay(
+        &["--url", &server.url, "--abort-after", "0"],
+        &text_trace(30, 0, 3),
+    );
     run.code(0);
-    for x in by_index(&run, 4).values() {
-        assert_eq!(x["status"], "error", "{x}");
-        let e = x["error"].as_str().unwrap();
-        assert!(e.starts_with("connection failed"), "{e}");
-        assert!(!e.contains(&url), "{e}");
-    }
+    assert_eq!(
+        statuses(&by_index(&run, 30)),
+        BTreeMap::from([("error".to_string(), 30)])
+    );
 }
 
 /// The hard limit on open files a test's processes get, from `sh`.
@@ -255,8 +353,9 @@ fn connections_in_flight_are_not_capped_by_a_low_soft_file_limit() {
 fn running_out_of_files_fails_requests_with_the_reason_and_says_it_once() {
     // Both limits at 48: the connections beyond it cannot be opened.
     let sim = Sim::start(&["--ttft-ms", "400", "--itl-ms", "1"]);
+    // Its first completions are all failures: --abort-after 0 lets it run.
     let run = Cmd::after_sh("ulimit -n 48", "trace-replay")
-        .args(["--url", &sim.url])
+        .args(["--url", &sim.url, "--abort-after", "0"])
         .stdin(text_trace(150, 0, 2))
         .run();
     run.code(0);
@@ -617,19 +716,18 @@ fn https_servers_are_trusted_through_a_ca_file_or_with_insecure() {
         r#"{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
     );
     let input = text_trace(3, 1, 1);
-    // A private CA's certificate is refused, with the reason.
+    // A private CA's certificate is refused, with the reason, before the
+    // run starts.
     let run = replay(&["--no-stream", "--url", &server.url], &input);
-    run.code(0);
-    for x in by_index(&run, 3).values() {
-        assert_eq!(
-            (&x["status"], &x["error"]),
-            (
-                &json!("error"),
-                &json!("connection failed: invalid peer certificate: UnknownIssuer")
-            ),
-            "{x}"
-        );
-    }
+    run.code(2);
+    assert_eq!(run.stdout_str(), "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "trace-replay: error: cannot reach the server at {}: invalid peer certificate: UnknownIssuer\n",
+            server.url
+        )
+    );
     let ca = data("tls/ca.pem");
     for flag in [
         ["--cacert", ca.to_str().unwrap()].as_slice(),
@@ -776,6 +874,92 @@ fn warmup_limit_and_closed_loop() {
     let run = replay(&["--sim", "--concurrency", "2"], &text_trace(6, 100_000, 2));
     run.code(0);
     assert_eq!(statuses(&by_index(&run, 6))["ok"], 6);
+}
+
+#[test]
+fn the_model_flag_wins_and_the_map_renames_records_models() {
+    let input = trace(&[
+        json!({"timestamp": 0, "text_input": "a", "output_length": 1, "model": "small"}),
+        json!({"timestamp": 1, "text_input": "b", "output_length": 1, "model": "big"}),
+        json!({"timestamp": 2, "text_input": "c", "output_length": 1}),
+    ]);
+    let sent_models = |args: &[&str]| {
+        let server = Scripted::start(scripted_answer);
+        let mut all = vec!["--url", server.url.as_str()];
+        all.extend(args);
+        let run = replay(&all, &input);
+        run.code(0);
+        let results: Vec<Value> = by_index(&run, 3)
+            .into_values()
+            .map(|x| x["model"].clone())
+            .collect();
+        let mut bodies: Vec<(String, Value)> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let v: Value = serde_json::from_str(&s.body).unwrap();
+                let text = v["messages"][0]["content"].as_str().unwrap().to_string();
+                (text, v["model"].clone())
+            })
+            .collect();
+        bodies.sort_by(|a, b| a.0.cmp(&b.0));
+        let sent: Vec<Value> = bodies.into_iter().map(|(_, m)| m).collect();
+        assert_eq!(sent, results, "{args:?}");
+        sent
+    };
+    assert_eq!(
+        sent_models(&["--model-map", "small=tiny", "--model-map", "huge=x"]),
+        [json!("tiny"), json!("big"), Value::Null]
+    );
+    assert_eq!(
+        sent_models(&["--model", "m", "--model-map", "small=tiny"]),
+        [json!("m"), json!("m"), json!("m")]
+    );
+    let run = replay(&["--dry-run", "--model-map", "small"], &input);
+    run.code(2);
+    assert!(
+        run.stderr
+            .contains("`small` is not FROM=TO (a model name, `=`, its new name)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn sim_args_set_the_in_process_simulators_model() {
+    let run = replay(
+        &[
+            "--sim",
+            "--sim-arg=--error-rate=1",
+            "--sim-arg",
+            "--seed",
+            "--sim-arg",
+            "4",
+        ],
+        &text_trace(3, 1, 2),
+    );
+    run.code(0);
+    for x in by_index(&run, 3).values() {
+        assert_eq!(
+            (&x["status"], &x["error"]),
+            (&json!("error"), &json!("HTTP 500: simulated server error")),
+            "{x}"
+        );
+    }
+    let run = replay(&["--sim", "--sim-arg=--port=1"], &text_trace(1, 1, 2));
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-replay: error: --sim-arg: unexpected argument '--port' found (give trace-sim's flags)\n"
+    );
+    let run = replay(&["--url", "http://127.0.0.1:9", "--sim-arg=--seed=1"], "");
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-replay: error: --sim-arg applies to --sim only\n"
+    );
 }
 
 #[test]

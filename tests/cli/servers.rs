@@ -167,6 +167,15 @@ fn serve(
             break;
         }
     }
+    if head.starts_with("GET ") {
+        // The replay's check that the server is up (`GET /v1/models`):
+        // answered as by a server without the route, and not logged.
+        let answer = Answer::json("404 Not Found", r#"{"error":"not found"}"#);
+        let mut conn = conn;
+        let _ = conn.write_all(answer.head.as_bytes());
+        let _ = conn.write_all(&answer.body);
+        return;
+    }
     let length = head
         .lines()
         .find_map(|l| {

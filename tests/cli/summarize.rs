@@ -329,7 +329,12 @@ fn edge_cases_of_results() {
         .cmd("trace-summarize")
         .args(["--format", "json", "failed.ndjson"])
         .run();
-    run.ok();
+    // No ok result is a negative answer; the report is still printed.
+    run.code(1);
+    assert_eq!(
+        run.stderr,
+        "trace-summarize: warning: no result is ok: 1 error, 0 timeout, 0 cancelled of 1 (see their `error`)\n"
+    );
     let j = run.json();
     assert_eq!(j["ttft"]["count"], 0);
     assert_eq!(j["ttft"]["p99"], Value::Null);
@@ -351,8 +356,22 @@ fn edge_cases_of_results() {
         .args(["--format", "json"])
         .stdin("")
         .run();
-    run.ok();
+    run.code(1);
+    assert_eq!(
+        run.stderr,
+        "trace-summarize: warning: no results to summarize: the input is empty (give trace-replay's output)\n"
+    );
     assert_eq!(run.json()["requests"]["total"], 0);
+    // Only warmup results.
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "json"])
+        .stdin("{\"sent_ms\":5,\"scheduled_ms\":5,\"status\":\"ok\",\"warmup\":true}\n")
+        .run();
+    run.code(1);
+    assert_eq!(
+        run.stderr,
+        "trace-summarize: warning: no results to summarize: warmup results are left out, and there are only those (1)\n"
+    );
 }
 
 #[test]
@@ -613,4 +632,32 @@ fn sessions_turns_durations_and_the_cache_by_turn() {
         .args(["--fail-if", "sessions.completed<1", "r.ndjson"])
         .run();
     run.ok();
+}
+
+#[test]
+fn a_plot_name_for_a_format_that_is_not_drawn_is_refused() {
+    let dir = TestDir::new("summarize-plot-name");
+    for (name, what) in [
+        (
+            "run.png",
+            "asks for .png, which trace-summarize cannot draw",
+        ),
+        ("run", "has no extension"),
+    ] {
+        let run = dir
+            .cmd("trace-summarize")
+            .args(["--plot", name])
+            .arg(data("results/small.ndjson"))
+            .run();
+        run.code(2);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "trace-summarize: error: --plot {name}: the name {what}; give a name ending in \
+                 .svg (the plot) or .html (the plot in a web page)\n"
+            )
+        );
+        assert_eq!(run.stdout_str(), "");
+        assert!(!dir.join(name).exists());
+    }
 }
