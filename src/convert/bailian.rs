@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fields::{Object, count, number};
-use super::{Ctx, Request, container, hashing};
+use super::{Ctx, Head, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
 use crate::hash::stable_hash;
 use crate::time;
@@ -25,6 +25,14 @@ use crate::time;
 pub const SOURCE_BLOCK: u64 = 16;
 
 /// Read a Bailian trace.
+/// Bailian rows link turns by `chat_id` and `parent_chat_id`.
+pub fn sniff(head: &Head) -> bool {
+    head.is_json()
+        && head.contains("\"parent_chat_id\"")
+        && head.contains("\"chat_id\"")
+        && !super::openai_batch::sniff(head)
+}
+
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
         match record(&obj, loc, &mut ctx.bailian_roots) {

@@ -12,7 +12,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::fields::{cell_count, cell_number};
-use super::{Ctx, Fate, Request, container};
+use super::{Ctx, Fate, Head, Request, container};
 use crate::error::{FieldError, Result};
 use crate::time;
 
@@ -25,6 +25,13 @@ struct Columns {
 }
 
 /// Read a BurstGPT CSV.
+/// BurstGPT's CSV header.
+pub fn sniff(head: &Head) -> bool {
+    head.has_column("Timestamp")
+        && head.has_column("Request tokens")
+        && head.has_column("Response tokens")
+}
+
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let src = source.clone();
     container::for_each_row(

@@ -19,10 +19,32 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fields::{Object, count, instant, nested, number, present, string};
-use super::{Ctx, Fate, Prompt, Request, container};
+use super::{Ctx, Fate, Head, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
 
 /// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
+/// Langfuse's own keys (JSON), or its `traceId` and `startTime` columns
+/// (the UI's CSV export).
+pub fn sniff(head: &Head) -> bool {
+    if head.is_json() {
+        head.contains_any(&[
+            "\"generation-create\"",
+            "\"observations\"",
+            "\"traceId\"",
+            "\"projectId\"",
+            "\"project_id\"",
+            "\"usageDetails\"",
+            "\"usage_details\"",
+        ]) && !super::openai_batch::sniff(head)
+            && !super::bailian::sniff(head)
+    } else {
+        (head.has_column("\"traceId\"") || head.has_column("traceId"))
+            && (head.has_column("\"startTime\"") || head.has_column("startTime"))
+            && !super::azure::sniff(head)
+            && !super::burstgpt::sniff(head)
+    }
+}
+
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     container::for_each_object_or_row(reader, source, ctx, None, |ctx, loc, obj| {
         object(ctx, loc, obj, None)

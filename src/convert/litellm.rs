@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::container::{self, Fields};
 use super::fields::{self, Object, count, flag, instant, nested, present, string};
-use super::{Ctx, Fate, Prompt, Request};
+use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{FieldError, Location, Result};
 
 /// What LiteLLM writes in place of a prompt when message logging is off.
@@ -66,6 +66,34 @@ const KEYS: Fields = Fields {
 };
 
 /// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
+/// LiteLLM logs have `startTime` and one of its ids (JSON), or the
+/// `request_id` and `startTime` columns of LiteLLM_SpendLogs (CSV).
+pub fn sniff(head: &Head) -> bool {
+    use super::{azure, bailian, burstgpt, langfuse, mooncake, openai_batch};
+    if head.is_json() {
+        head.contains("\"startTime\"")
+            && head.contains_any(&[
+                "\"request_id\"",
+                "\"trace_id\"",
+                "\"litellm_call_id\"",
+                "\"call_type\"",
+            ])
+            && ![
+                openai_batch::sniff,
+                bailian::sniff,
+                langfuse::sniff,
+                mooncake::sniff,
+            ]
+            .iter()
+            .any(|other| other(head))
+    } else {
+        head.has_column("request_id")
+            && head.has_column("startTime")
+            && !azure::sniff(head)
+            && !burstgpt::sniff(head)
+    }
+}
+
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     container::for_each_object_or_row(reader, source, ctx, Some(&KEYS), convert_object)
 }

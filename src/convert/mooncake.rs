@@ -5,10 +5,19 @@
 use std::io::BufRead;
 use std::sync::Arc;
 
-use super::{Ctx, Request};
+use super::{Ctx, Head, Request};
 use crate::error::{Error, Result};
 use crate::io::LineReader;
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
+
+/// Mooncake records have `hash_ids`, or both lengths.
+pub fn sniff(head: &Head) -> bool {
+    head.is_json()
+        && (head.contains("\"hash_ids\"")
+            || (head.contains("\"input_length\"") && head.contains("\"output_length\"")))
+        && !super::openai_batch::sniff(head)
+        && !super::bailian::sniff(head)
+}
 
 /// Read a Mooncake JSONL trace.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
