@@ -44,8 +44,10 @@ Examples:
 /// `prompt_token_ids`); `hash_ids` without `input_length`, with ids that are
 /// not integers ≥ 0, or with a length other than
 /// ceil(input_length / block size); `tools` without `messages`; `messages`
-/// not an array of objects with a string `role`; `delay` without
-/// `session_id`; `timestamp` on some records but not others.
+/// not an array of objects with a string `role`; `message_mode` other than
+/// "history" or "delta"; an `after` id that no earlier record has;
+/// `timestamp` on some records but not others (later turns of a session
+/// and records with `after` may go without: AIPerf's multi-turn layout).
 ///
 /// Warnings: timestamps that decrease; timestamps that look like seconds
 /// rather than milliseconds (a mean rate over 1,000 requests/s, or every
@@ -182,8 +184,29 @@ pub fn run(args: &Args) -> Result<Outcome> {
         };
         field_errors.clear();
         let checked = record::check(&rec, args.block_size, &mut field_errors);
-        if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
-            field_errors.push(e);
+        let follows = state
+            .turns
+            .follows(checked.session_id.as_deref(), rec.contains("after"));
+        // A later turn takes its time from the turn it follows; only the
+        // records that start something need the trace's timestamps.
+        if !follows || rec.contains("timestamp") {
+            if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
+                field_errors.push(e);
+            }
+        }
+        for id in checked.after.iter().flatten() {
+            if !state.ids.contains(id) {
+                field_errors.push(FieldError::new(
+                    "after",
+                    format!(
+                        "{}: no earlier record has this `id` (a record waits only for records before it)",
+                        crate::error::quote_value(&serde_json::Value::from(id.as_str()).to_string())
+                    ),
+                ));
+            }
+        }
+        if let Some(id) = &checked.id {
+            state.ids.insert(id.clone());
         }
         if !field_errors.is_empty() {
             invalid += 1;
@@ -241,6 +264,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
 struct OrderState {
     first_presence: Option<(bool, u64)>,
     last_timestamp: Option<f64>,
+    turns: record::Turns,
+    /// Every `id` seen, for `after` (memory grows with the records).
+    ids: std::collections::HashSet<String>,
 }
 
 impl OrderState {

@@ -747,7 +747,10 @@ fn build(
 ) -> Record<'static> {
     let timestamp = ns_to_ms(req.start_ns - origin);
     if let Some(mut rec) = req.passthrough {
-        rec.set_ms("timestamp", timestamp);
+        // A later turn without a timestamp is timed by its `delay`.
+        if rec.contains("timestamp") {
+            rec.set_ms("timestamp", timestamp);
+        }
         return rec;
     }
     let mut rec = Record::new();

@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod aiperf_mooncake;
 mod convert;
 mod deploy;
 mod golden;
