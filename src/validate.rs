@@ -16,7 +16,8 @@ use crate::text::plural;
 
 const EXAMPLES: &str = "\
 Exit status: 0 when every record is valid, 1 when any is invalid (or, with
---strict, anything was warned about), 2 on trouble (bad usage, unreadable input).
+--strict, anything was warned about or there was no record), 2 on trouble
+(bad usage, unreadable input).
 
 Examples:
   Check a trace and keep only its valid records:
@@ -37,7 +38,8 @@ Examples:
 /// Each valid record is written to standard output byte for byte as read;
 /// each problem is reported on standard error as `FILE:LINE: error: …`
 /// naming the field and quoting the value. Exit status 1 when any record is
-/// invalid (or, with --strict, when anything was warned about).
+/// invalid (or, with --strict, when anything was warned about or there is
+/// no record at all).
 ///
 /// Errors: bad JSON; a known field of the wrong type or range; not exactly
 /// one input mode (`input_length`, `text_input`, `messages`, `payload`,
@@ -68,7 +70,8 @@ pub struct Args {
     pub block_size: u64,
 
     /// Treat warnings as errors: exit 1 if anything was warned about, and
-    /// leave out records that drew a warning.
+    /// leave out records that drew a warning. An input with no records at
+    /// all is an error too.
     #[arg(long)]
     pub strict: bool,
 
@@ -237,6 +240,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(note) = stats.epoch_note() {
         cli::note(note);
     }
+    if total == 0 && args.strict {
+        // In a pipeline, no records at all usually means an earlier stage
+        // failed: a strict check must not pass it.
+        diag.error(&Error::msg(
+            "no records: the input holds no trace record (did an earlier stage of the pipeline fail?)",
+        ));
+    }
     diag.finish();
     if let Some(format) = report_format {
         let valid = total - invalid;
@@ -252,7 +262,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         out.write_all(text.as_bytes())?;
     }
     out.finish()?;
-    if invalid > 0 || (args.strict && diag.warnings > 0) {
+    if invalid > 0 || (args.strict && (diag.warnings > 0 || total == 0)) {
         Ok(Outcome::Negative)
     } else {
         Ok(Outcome::Success)
