@@ -52,8 +52,13 @@ Examples:
 /// and records with `after` may go without: AIPerf's multi-turn layout).
 ///
 /// Warnings: timestamps that decrease; timestamps that look like seconds
-/// rather than milliseconds (a mean rate over 1,000 requests/s, or every
-/// gap under 1 ms). A note when timestamps are absolute epoch milliseconds.
+/// rather than milliseconds (a mean rate over 1,000 requests/s, every gap
+/// under 1 ms, or 10 records or more within less than a second at a mean
+/// rate above their count), or like epoch seconds (a first timestamp from
+/// 1e9 to 1e11 with records under 1,000 apart on average); never when every
+/// gap is a whole number of seconds (milliseconds from a source that counts
+/// seconds). Each says what it saw. A note when timestamps are absolute
+/// epoch milliseconds.
 #[derive(Parser, Debug)]
 #[command(name = "trace-validate", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -327,6 +332,9 @@ pub struct TraceStats {
     min_ts: f64,
     max_ts: f64,
     max_gap: f64,
+    /// Gaps that are not 0, and whether each is a whole number of seconds.
+    nonzero_gaps: u64,
+    whole_second_gaps: bool,
     prev_ts: Option<f64>,
     per_second: HashMap<i64, u64>,
     input: IntDistribution,
@@ -349,6 +357,8 @@ impl TraceStats {
             min_ts: f64::INFINITY,
             max_ts: f64::NEG_INFINITY,
             max_gap: 0.0,
+            nonzero_gaps: 0,
+            whole_second_gaps: true,
             prev_ts: None,
             per_second: HashMap::new(),
             input: IntDistribution::default(),
@@ -372,7 +382,12 @@ impl TraceStats {
             self.min_ts = self.min_ts.min(t);
             self.max_ts = self.max_ts.max(t);
             if let Some(prev) = self.prev_ts {
-                self.max_gap = self.max_gap.max((t - prev).abs());
+                let gap = (t - prev).abs();
+                self.max_gap = self.max_gap.max(gap);
+                if gap > 0.0 {
+                    self.nonzero_gaps += 1;
+                    self.whole_second_gaps &= gap % 1000.0 == 0.0;
+                }
             }
             self.prev_ts = Some(t);
             if self.full {
@@ -426,22 +441,52 @@ impl TraceStats {
         self.per_second.values().copied().max()
     }
 
+    /// Warnings about the unit of the timestamps, each from evidence it
+    /// names: the mean rate, the gaps, the span and the magnitude.
     fn time_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(rate) = self.mean_rate() {
+        // A source with one-second resolution written in milliseconds
+        // (BurstGPT, `trace-convert --absolute`) has every gap a whole
+        // number of seconds: it is milliseconds already.
+        let whole_seconds = self.nonzero_gaps > 0 && self.whole_second_gaps;
+        let rate_span = (self.mean_rate(), self.duration_ms());
+        if let (false, (Some(rate), Some(span))) = (whole_seconds, rate_span) {
             if rate > 1000.0 || self.max_gap < 1.0 {
                 out.push(format!(
                     "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average{}; \
                      to convert, use trace-rescale --speed 0.001",
                     if self.max_gap < 1.0 { " and every gap is under 1 ms" } else { "" }
                 ));
+            } else if self.records >= 10 && rate > self.records as f64 {
+                // The mean rate then exceeds what any 1 s window can hold.
+                out.push(format!(
+                    "timestamps look like seconds, not milliseconds: all {} records fall within {} ms, \
+                     a mean of {rate:.0} requests/s that no second of the trace reaches; \
+                     as seconds the trace spans {} s; to convert, use trace-rescale --speed 0.001",
+                    self.records,
+                    crate::text::format_ms(span),
+                    crate::text::format_ms(span),
+                ));
             }
         }
-        if self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts) {
+        let epoch_seconds = self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts);
+        let mean_gap = self
+            .duration_ms()
+            .filter(|_| self.records > 1)
+            .map(|d| d / (self.records - 1) as f64);
+        // Epoch seconds are a few units apart; milliseconds since a start
+        // 12 days to 3 years back are hundreds or thousands apart.
+        if epoch_seconds && !whole_seconds && mean_gap.is_none_or(|g| g < 1000.0) {
+            let year = 1970 + (self.min_ts / 31_556_952.0) as u64;
+            let days = (self.min_ts / 86_400_000.0) as u64;
             out.push(format!(
-                "timestamps look like absolute epoch seconds (first {}), but timestamps are milliseconds: \
+                "timestamps look like absolute epoch seconds (first {}: a date in {year} as seconds, \
+                 {days} days after 1970 as milliseconds{}), but timestamps are milliseconds: \
                  trace-slice --rebase | trace-rescale --speed 0.001 converts them",
-                crate::text::format_ms(self.min_ts)
+                crate::text::format_ms(self.min_ts),
+                mean_gap
+                    .map(|g| format!("; records {} apart on average", crate::text::format_ms(g)))
+                    .unwrap_or_default()
             ));
         }
         out

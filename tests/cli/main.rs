@@ -8,6 +8,7 @@ mod layers;
 mod man;
 mod pipes;
 mod real_server;
+mod real_traces;
 mod replay;
 mod rescale;
 mod servers;
