@@ -259,6 +259,20 @@ fn observation(
         Some(v) => (Some(v), "timeToFirstToken"),
         None => (number(obj, "time_to_first_token")?, "time_to_first_token"),
     };
+    // Not streamed: LiteLLM's logger sets completionStartTime to endTime
+    // (and Langfuse derives timeToFirstToken from it), so neither is a
+    // first token; modelParameters.stream false says so outright.
+    let stream = nested(obj, "modelParameters")
+        .and_then(|p| p.get("stream").cloned())
+        .and_then(|v| match v {
+            Value::Bool(b) => Some(b),
+            Value::String(s) => s.parse::<bool>().ok(),
+            _ => None,
+        });
+    let not_streamed =
+        stream == Some(false) || matches!((first, end), (Some(f), Some(e)) if f >= e);
+    let ttft = ttft.filter(|_| !not_streamed);
+    let first = first.filter(|_| !not_streamed);
     let measured_ttft = first
         .filter(|&f| f >= start)
         .map(|f| (f - start) as f64 / 1e6);

@@ -7,7 +7,8 @@
 //! Times: payload floats are epoch seconds; strings are date-times, naive
 //! ones taken as UTC (said once). TTFT is written only when the call
 //! streamed (`completionStartTime` before `endTime`: LiteLLM sets it to the
-//! end time otherwise). Failures (`status` failure) and response-cache hits
+//! end time otherwise; and no `stream` false in the request parameters).
+//! Embeddings generate no tokens by design: not failures. Failures (`status` failure) and response-cache hits
 //! are marked so the caller can drop and count them.
 
 use std::borrow::Cow;
@@ -30,6 +31,7 @@ const REDACTED: &str = "redacted-by-litellm";
 const KEYS: Fields = Fields {
     top: &[
         "cache_hit",
+        "call_type",
         "completionStartTime",
         "completion_tokens",
         "endTime",
@@ -59,6 +61,7 @@ const KEYS: Fields = Fields {
                 "max_tokens",
                 "messages",
                 "prompt",
+                "stream",
                 "tools",
             ],
         ),
@@ -197,6 +200,12 @@ fn tokens(req: &mut Request, obj: &Object) -> std::result::Result<(), FieldError
     Ok(())
 }
 
+/// An embedding call (`call_type` embedding or aembedding): it generates
+/// no tokens by design.
+fn is_embedding(obj: &Object) -> std::result::Result<bool, FieldError> {
+    Ok(string(obj, "call_type")?.is_some_and(|c| c.contains("embedding")))
+}
+
 fn failed(obj: &Object) -> std::result::Result<bool, FieldError> {
     Ok(string(obj, "status")?.is_some_and(|s| s.eq_ignore_ascii_case("failure")))
 }
@@ -274,6 +283,12 @@ fn payload(
         req.fate = Fate::CacheHit;
     }
     let params = nested(obj, "model_parameters").unwrap_or(Cow::Owned(Value::Null));
+    if params.get("stream").and_then(Value::as_bool) == Some(false) {
+        // Not streamed, whatever completionStartTime says (the top-level
+        // `stream` is unreliable: true on a non-streamed Bedrock call).
+        req.observed.ttft_ms = None;
+    }
+    req.embedding = is_embedding(obj)?;
     req.max_tokens = max_tokens(&params);
     let messages = present(obj, "messages");
     req.prompt = prompt_of(messages, params.get("tools")).map(Box::new);
@@ -313,7 +328,11 @@ fn spend_log(
     } else if flag(obj, "cache_hit")? == Some(true) {
         req.fate = Fate::CacheHit;
     }
+    req.embedding = is_embedding(obj)?;
     if let Some(body) = nested(obj, "proxy_server_request") {
+        if body.get("stream").and_then(Value::as_bool) == Some(false) {
+            req.observed.ttft_ms = None;
+        }
         req.max_tokens = max_tokens(&body);
         let messages = body.get("messages").or_else(|| body.get("prompt"));
         req.prompt = prompt_of(messages, body.get("tools")).map(Box::new);

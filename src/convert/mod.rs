@@ -336,6 +336,8 @@ pub struct Request {
     pub hashes: Option<Vec<u64>>,
     /// A source record passed through (Mooncake): only its timestamp changes.
     pub passthrough: Option<Record<'static>>,
+    /// An embedding: no output tokens is its success, not a failure.
+    pub embedding: bool,
 }
 
 impl Request {
@@ -357,6 +359,7 @@ impl Request {
             prompt: None,
             hashes: None,
             passthrough: None,
+            embedding: false,
         }
     }
 }
@@ -670,7 +673,9 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
             Fate::NotGeneration => Some("not model calls"),
             Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
                 if args.keep_failed {
-                    req.fate = Fate::Failed;
+                    if !req.embedding {
+                        req.fate = Fate::Failed;
+                    }
                     None
                 } else {
                     Some("with no output tokens")

@@ -57,3 +57,64 @@ fn langfuse_latency_unit_follows_the_observation_times() {
         run.stderr
     );
 }
+
+#[test]
+fn litellm_ttft_only_for_streamed_calls_and_embeddings_are_not_failures() {
+    // call-1: Bedrock, not streamed (model_parameters.stream false) though
+    // the top-level `stream` says true and completionStartTime is 1 ms
+    // before the end; call-2 streamed (first token at 250 ms); call-3 an
+    // embedding (no output tokens by design); call-4 a real failure.
+    let run = Cmd::new("trace-convert")
+        .arg("--keep-failed")
+        .arg(data(
+            "convert/litellm_stream_and_embedding.constructed.jsonl",
+        ))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":12,"output_length":20,"model":"claude-haiku","id":"call-1","observed":{"prompt_tokens":12,"completion_tokens":20,"e2e_ms":500,"status":"ok"}}"#,
+            r#"{"timestamp":1000,"input_length":15,"output_length":30,"model":"gpt-4o","id":"call-2","observed":{"prompt_tokens":15,"completion_tokens":30,"ttft_ms":250,"e2e_ms":1000,"status":"ok"}}"#,
+            r#"{"timestamp":3000,"input_length":8,"output_length":1,"hash_ids":[0],"model":"embed","id":"call-3","observed":{"prompt_tokens":8,"completion_tokens":0,"e2e_ms":100,"status":"ok"}}"#,
+            r#"{"timestamp":4000,"input_length":0,"output_length":64,"model":"gpt-4o","id":"call-4","observed":{"prompt_tokens":0,"completion_tokens":0,"e2e_ms":200,"status":"error"}}"#,
+        ]
+    );
+}
+
+#[test]
+fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
+    // LiteLLM's Langfuse logger: a non-streamed Bedrock call has
+    // completionStartTime equal to endTime; another says stream "false".
+    let batch = serde_json::json!({
+        "batch": [
+            {"id": "e1", "type": "trace-create", "timestamp": "2025-06-22T16:59:08Z",
+             "body": {"id": "tr-1", "name": "litellm-acompletion"}},
+            {"id": "e2", "type": "generation-create", "timestamp": "2025-06-22T16:59:08Z",
+             "body": {"id": "gen-b", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-06-22T18:59:08.162000+02:00",
+                      "completionStartTime": "2025-06-22T18:59:08.399000+02:00",
+                      "endTime": "2025-06-22T18:59:08.399000+02:00",
+                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
+                      "modelParameters": {"stream": false},
+                      "usage": {"input": 10, "output": 5, "unit": "TOKENS"}}},
+            {"id": "e3", "type": "generation-create", "timestamp": "2025-06-22T16:59:10Z",
+             "body": {"id": "gen-c", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-06-22T16:59:10.000000Z",
+                      "completionStartTime": "2025-06-22T16:59:10.400000Z",
+                      "endTime": "2025-06-22T16:59:10.500000Z",
+                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
+                      "modelParameters": {"stream": "false"},
+                      "usage": {"input": 20, "output": 6, "unit": "TOKENS"}}}
+        ]
+    });
+    let run = Cmd::new("trace-convert").stdin(batch.to_string()).run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":10,"output_length":5,"model":"anthropic.claude-3-haiku","id":"gen-b","observed":{"prompt_tokens":10,"completion_tokens":5,"e2e_ms":237,"status":"ok"}}"#,
+            r#"{"timestamp":1838,"input_length":20,"output_length":6,"model":"anthropic.claude-3-haiku","id":"gen-c","observed":{"prompt_tokens":20,"completion_tokens":6,"e2e_ms":500,"status":"ok"}}"#,
+        ]
+    );
+}
