@@ -12,7 +12,6 @@ use super::fields::{cell_count, cell_datetime};
 use super::{Ctx, Head, Request, container};
 use crate::error::Result;
 
-/// Read an Azure trace CSV.
 /// Azure's CSV header.
 pub fn sniff(head: &Head) -> bool {
     head.has_column("TIMESTAMP")
@@ -20,6 +19,7 @@ pub fn sniff(head: &Head) -> bool {
         && head.has_column("GeneratedTokens")
 }
 
+/// Read an Azure trace CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let src = source.clone();
     container::for_each_row(

@@ -24,7 +24,6 @@ struct Columns {
     elapsed: Option<usize>,
 }
 
-/// Read a BurstGPT CSV.
 /// BurstGPT's CSV header.
 pub fn sniff(head: &Head) -> bool {
     head.has_column("Timestamp")
@@ -32,6 +31,7 @@ pub fn sniff(head: &Head) -> bool {
         && head.has_column("Response tokens")
 }
 
+/// Read a BurstGPT CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let src = source.clone();
     container::for_each_row(

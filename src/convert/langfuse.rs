@@ -25,7 +25,6 @@ use super::fields::{Object, count, instant, nested, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
 
-/// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
 /// Langfuse's own keys (JSON), or its `traceId` and `startTime` columns
 /// (the UI's CSV export).
 pub fn sniff(head: &Head) -> bool {
@@ -48,6 +47,7 @@ pub fn sniff(head: &Head) -> bool {
     }
 }
 
+/// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     container::for_each_object_or_row(reader, source, ctx, None, |ctx, loc, obj| {
         object(ctx, loc, obj, None)

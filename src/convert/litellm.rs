@@ -68,7 +68,6 @@ const KEYS: Fields = Fields {
     ],
 };
 
-/// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
 /// LiteLLM logs have `startTime` and one of its ids (JSON), or the
 /// `request_id` and `startTime` columns of LiteLLM_SpendLogs (CSV).
 pub fn sniff(head: &Head) -> bool {
@@ -97,6 +96,7 @@ pub fn sniff(head: &Head) -> bool {
     }
 }
 
+/// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     container::for_each_object_or_row(reader, source, ctx, Some(&KEYS), convert_object)
 }

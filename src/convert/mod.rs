@@ -146,8 +146,10 @@ pub struct Source {
     /// Read one input into the context.
     pub read: ReadFn,
     /// Run once after every input was read (openai-batch joins its files
-    /// here); it takes `--rate`, the only flag that needs it.
+    /// here, Bailian resolves sessions); it is given `--rate`.
     pub finish: Option<FinishFn>,
+    /// Whether `--rate` applies (a source without arrival times).
+    pub takes_rate: bool,
 }
 
 /// Every source, in the order `--help` lists them and auto-detection tries
@@ -161,6 +163,7 @@ pub const SOURCES: &[Source] = &[
         sniff: litellm::sniff,
         read: litellm::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "langfuse",
@@ -169,6 +172,7 @@ pub const SOURCES: &[Source] = &[
         sniff: langfuse::sniff,
         read: langfuse::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "mooncake",
@@ -176,6 +180,7 @@ pub const SOURCES: &[Source] = &[
         sniff: mooncake::sniff,
         read: mooncake::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "azure",
@@ -183,6 +188,7 @@ pub const SOURCES: &[Source] = &[
         sniff: azure::sniff,
         read: azure::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "burstgpt",
@@ -190,6 +196,7 @@ pub const SOURCES: &[Source] = &[
         sniff: burstgpt::sniff,
         read: burstgpt::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "bailian",
@@ -197,7 +204,8 @@ pub const SOURCES: &[Source] = &[
                16-token blocks re-blocked to 512",
         sniff: bailian::sniff,
         read: bailian::read,
-        finish: None,
+        finish: Some(bailian::finish),
+        takes_rate: false,
     },
     Source {
         name: "openai-batch",
@@ -206,6 +214,7 @@ pub const SOURCES: &[Source] = &[
         sniff: openai_batch::sniff,
         read: openai_batch::read,
         finish: Some(openai_batch::finish),
+        takes_rate: true,
     },
 ];
 
@@ -376,8 +385,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hashers: Option<hashing::Workers<Request>>,
-    /// Bailian chat ids to the first turn of their conversation.
-    bailian_roots: HashMap<i64, i64>,
+    /// Bailian chat ids to their parent's (-1 for a first turn).
+    bailian_parents: HashMap<i64, i64>,
     /// OpenAI batch lines, joined on `custom_id` across inputs.
     batch: openai_batch::Batch,
     /// Sessions of traces, by trace id, from trace records read.
@@ -396,7 +405,7 @@ impl Ctx {
             tokenizer: args.tokenizer.clone(),
             hashers: None,
             batch: openai_batch::Batch::default(),
-            bailian_roots: HashMap::new(),
+            bailian_parents: HashMap::new(),
             trace_sessions: HashMap::new(),
         }
     }
@@ -510,10 +519,10 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
                 source
             }
         };
-        if args.rate.is_some() && source.finish.is_none() {
+        if args.rate.is_some() && !source.takes_rate {
             let takers: Vec<&str> = SOURCES
                 .iter()
-                .filter(|s| s.finish.is_some())
+                .filter(|s| s.takes_rate)
                 .map(|s| s.name)
                 .collect();
             return Err(Error::usage(format!(
