@@ -61,6 +61,8 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "id",
     "observed",
     "prompt_token_ids",
+    "after",
+    "message_mode",
 ];
 
 /// One record: its fields in input order, values as raw JSON text.
@@ -753,6 +755,8 @@ pub struct Checked {
     pub id: Option<String>,
     /// The input mode, when exactly one is given.
     pub mode: Option<InputMode>,
+    /// `after`: ids of earlier records this one waits for.
+    pub after: Option<Vec<String>>,
 }
 
 /// Number of blocks a prompt of `input_length` tokens takes.
@@ -795,7 +799,24 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
         model: keep(rec.model(), errors).map(Cow::into_owned),
         id: keep(rec.id(), errors).map(Cow::into_owned),
         mode: None,
+        after: None,
     };
+    if let Some(v) = rec.get("after") {
+        match serde_json::from_str::<Vec<String>>(v.get()) {
+            Ok(ids) => c.after = Some(ids),
+            Err(_) => errors.push(expected(
+                "after",
+                "an array of strings (the `id`s of earlier records)",
+                v,
+            )),
+        }
+    }
+    if let Some(v) = rec.get("message_mode") {
+        match serde_json::from_str::<String>(v.get()).as_deref() {
+            Ok("history" | "delta") => {}
+            _ => errors.push(expected("message_mode", "\"history\" or \"delta\"", v)),
+        }
+    }
     keep(rec.text_input(), errors);
     for (field, want) in [("payload", Kind::Object), ("extra", Kind::Object)] {
         if let Some(v) = rec.get(field) {
@@ -824,7 +845,10 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
         } else if !rec.contains("messages") {
             errors.push(FieldError::new(
                 "tools",
-                "given without `messages`: tools go with a conversation",
+                format!(
+                    "given without `messages`: tools go with a conversation (`tools` belongs to the `messages` input mode{})",
+                    mode_of_record(rec)
+                ),
             ));
         }
     }
@@ -861,7 +885,10 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
     if rec.contains("hash_ids") && !rec.contains("input_length") {
         errors.push(FieldError::new(
             "hash_ids",
-            "given without `input_length`: blocks describe a prompt of known length",
+            format!(
+                "given without `input_length`: blocks describe a prompt of known length (`hash_ids` belongs to the `input_length` input mode{})",
+                mode_of_record(rec)
+            ),
         ));
     }
     if let (Some(ids), Some(len)) = (&c.hash_ids, c.input_length) {
@@ -870,13 +897,46 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
             c.hash_ids = None;
         }
     }
-    if rec.contains("delay") && !rec.contains("session_id") {
-        errors.push(FieldError::new(
-            "delay",
-            "given without `session_id`: a delay is the wait after the previous turn of a session",
-        ));
-    }
+    // A `delay` without `session_id` is a one-turn conversation's, as AIPerf
+    // reads it (each such record is its own session): nothing to check.
     c
+}
+
+/// ", this record's is `F`" when the record has exactly one input mode, for
+/// messages about a field of another mode.
+fn mode_of_record(rec: &Record) -> String {
+    let mut modes = InputMode::ALL
+        .into_iter()
+        .filter(|m| rec.contains(m.field()));
+    match (modes.next(), modes.next()) {
+        (Some(one), None) => format!("; this record's is `{}`", one.field()),
+        _ => String::new(),
+    }
+}
+
+/// Which records may go without a `timestamp` in a timed trace: the later
+/// turns of a session (AIPerf's multi-turn layout: the first turn has
+/// `timestamp`, later ones `delay`) and records that wait for others
+/// (`after`). Remembers the sessions seen: memory grows with their number.
+#[derive(Debug, Default)]
+pub struct Turns {
+    seen: std::collections::HashSet<String>,
+}
+
+impl Turns {
+    /// Note a record; true when it follows an earlier one (a session seen
+    /// before, or `after`), so that its own time comes from that one.
+    pub fn follows(&mut self, session_id: Option<&str>, has_after: bool) -> bool {
+        let later = match session_id {
+            Some(s) if self.seen.contains(s) => true,
+            Some(s) => {
+                self.seen.insert(s.to_string());
+                false
+            }
+            None => false,
+        };
+        later || has_after
+    }
 }
 
 fn check_messages(v: &RawValue, errors: &mut Vec<FieldError>) {
@@ -1054,7 +1114,33 @@ mod tests {
         let (_, errors) = checked(r#"{"text_input": "x", "tools": []}"#);
         assert_eq!(
             errors,
-            vec!["field `tools`: given without `messages`: tools go with a conversation"]
+            vec![
+                "field `tools`: given without `messages`: tools go with a conversation \
+                 (`tools` belongs to the `messages` input mode; this record's is `text_input`)"
+            ]
         );
+        let (_, errors) = checked(r#"{"hash_ids": [1]}"#);
+        assert_eq!(
+            errors,
+            vec![
+                "no prompt: a record needs one of `input_length`, `text_input`, `messages`, `payload` or `prompt_token_ids`",
+                "field `hash_ids`: given without `input_length`: blocks describe a prompt of known length \
+                 (`hash_ids` belongs to the `input_length` input mode)"
+            ]
+        );
+        let (c, errors) =
+            checked(r#"{"input_length": 1, "delay": 5, "after": ["a"], "message_mode": "delta"}"#);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(c.after, Some(vec!["a".to_string()]));
+    }
+
+    #[test]
+    fn later_turns_are_those_of_a_session_seen_before_or_with_after() {
+        let mut turns = Turns::default();
+        assert!(!turns.follows(Some("s"), false));
+        assert!(!turns.follows(None, false));
+        assert!(turns.follows(Some("s"), false));
+        assert!(!turns.follows(Some("t"), false));
+        assert!(turns.follows(None, true));
     }
 }

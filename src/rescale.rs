@@ -33,7 +33,8 @@ Examples:
 /// Time: --speed divides every offset from the first record's timestamp (and
 /// every session `delay`) by F; --rate and --duration choose that factor so
 /// that the mean rate, (records − 1) / span, becomes R, or the span becomes
-/// D. Tokens: --input-scale and --output-scale multiply lengths (rounded to
+/// D. A record without a timestamp (a later turn of a session, or any record
+/// of a trace without timestamps) keeps none; its `delay` is scaled. Tokens: --input-scale and --output-scale multiply lengths (rounded to
 /// the nearest integer), then --max-input, --min-output and --max-output
 /// clamp them; `output_length` stays ≥ 1.
 ///
@@ -148,6 +149,8 @@ struct Plan {
     id_base: u64,
     /// Most blocks added to one prompt: the stride between prompts' new ids.
     id_stride: u64,
+    /// Sessions seen, so that later turns may go without a timestamp.
+    turns: record::Turns,
 }
 
 /// Run trace-rescale.
@@ -171,6 +174,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         origin: None,
         id_base: 0,
         id_stride: 0,
+        turns: record::Turns::default(),
     };
     if let Some(r) = &rereadable {
         let scan = scan(&mut r.lines(), args)?;
@@ -327,6 +331,12 @@ fn scale_output(len: u64, args: &Args) -> u64 {
 /// prompt whose lengths were left alone.
 fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, FieldError> {
     let timestamp = rec.timestamp()?;
+    // Later turns (AIPerf's multi-turn layout) and records of a trace
+    // without timestamps are timed by their `delay` alone.
+    let follows = plan.turns.follows(
+        rec.session_id().ok().flatten().as_deref(),
+        rec.contains("after"),
+    );
     if plan.speed != 1.0 {
         if let Some(t) = timestamp {
             let origin = *plan.origin.get_or_insert(t);
@@ -335,7 +345,10 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
                 "timestamp",
                 within("timestamp", t, new, record::MAX_TIMESTAMP_MS)?,
             );
-        } else if args.speed.is_some() || args.rate.is_some() || args.duration.is_some() {
+        } else if !follows
+            && plan.origin.is_some()
+            && (args.speed.is_some() || args.rate.is_some() || args.duration.is_some())
+        {
             return Err(FieldError::new(
                 "timestamp",
                 "missing: changing time needs a timestamp on every record",
@@ -421,6 +434,7 @@ mod tests {
             origin: None,
             id_base: base,
             id_stride: stride,
+            turns: record::Turns::default(),
         }
     }
 

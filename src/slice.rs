@@ -1,7 +1,7 @@
 //! trace-slice: select records by time window, position, sample, session or
 //! shard, streaming, in memory independent of the trace's size.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use clap::Parser;
 
@@ -40,8 +40,11 @@ Examples:
 /// Records are tested in this order: the time window (--from, --to), then
 /// --session, --sample and --shard; of the records that pass, --skip drops
 /// the first N and --head stops after N. Kept records are written unchanged
-/// (byte for byte) unless --rebase moves their timestamps. Memory does not
-/// grow with the size of the trace.
+/// (byte for byte) unless --rebase moves their timestamps. A record without
+/// a timestamp is a later turn of its session (AIPerf's multi-turn layout)
+/// and stays with that session's latest timed turn, or, in a trace without
+/// timestamps, is at offset 0. Memory does not grow with the size of the
+/// trace, only with the number of sessions a time window sees.
 #[derive(Parser, Debug)]
 #[command(name = "trace-slice", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -106,6 +109,11 @@ fn parse_fraction(text: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// The session a record names, if it names one well.
+fn session_name(raw: Option<&str>) -> Option<std::borrow::Cow<'_, str>> {
+    raw.and_then(|r| record::string("session_id", r).ok())
+}
+
 /// Run trace-slice.
 pub fn run(args: &Args) -> Result<Outcome> {
     if let (Some(from), Some(to)) = (args.from, args.to) {
@@ -127,6 +135,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut lines = Lines::new(&inputs);
     let mut index: u64 = 0;
     let mut origin: Option<f64> = None;
+    // Sessions to whether their latest timed turn was inside the window.
+    let mut in_window: HashMap<String, bool> = HashMap::new();
     let mut rebase_origin: Option<f64> = None;
     let mut passed: u64 = 0;
     let mut written: u64 = 0;
@@ -167,24 +177,41 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 }
             },
         };
+        // The verdict of the turn this untimed record follows.
+        let mut follows: Option<bool> = None;
         let timestamp = if needs_time {
             match timestamp_raw.map(|raw| record::timestamp("timestamp", raw)) {
                 Some(Ok(t)) => Some(t),
-                None => {
-                    let what = if args.rebase {
-                        "--rebase needs"
-                    } else {
-                        "--from and --to need"
-                    };
-                    skipper.skip(
-                        FieldError::new(
-                            "timestamp",
-                            format!("missing: {what} a timestamp on every record"),
-                        )
-                        .at(&loc),
-                    )?;
-                    continue;
-                }
+                // A later turn without a timestamp (AIPerf's multi-turn
+                // layout) goes with its session; in a trace without
+                // timestamps every record is at the start.
+                None => match session_name(session_raw)
+                    .and_then(|s| in_window.get(s.as_ref()).copied())
+                {
+                    Some(verdict) => {
+                        follows = Some(verdict);
+                        None
+                    }
+                    None if origin.is_none() => {
+                        follows = Some(args.from.is_none_or(|from| from <= 0.0));
+                        None
+                    }
+                    None => {
+                        let what = if args.rebase {
+                            "--rebase needs"
+                        } else {
+                            "--from and --to need"
+                        };
+                        skipper.skip(
+                            FieldError::new(
+                                "timestamp",
+                                format!("missing: {what} a timestamp on every record"),
+                            )
+                            .at(&loc),
+                        )?;
+                        continue;
+                    }
+                },
                 Some(Err(e)) => {
                     skipper.skip(e.at(&loc))?;
                     continue;
@@ -208,13 +235,22 @@ pub fn run(args: &Args) -> Result<Outcome> {
             None
         };
 
-        if let Some(t) = timestamp {
-            let origin = *origin.get_or_insert(t);
-            let offset = t - origin;
-            if args.from.is_some_and(|from| offset < from) || args.to.is_some_and(|to| offset >= to)
-            {
-                continue;
+        let inside = match (timestamp, follows) {
+            (Some(t), _) => {
+                let origin = *origin.get_or_insert(t);
+                let offset = t - origin;
+                let inside = !(args.from.is_some_and(|from| offset < from)
+                    || args.to.is_some_and(|to| offset >= to));
+                if let Some(s) = session_name(session_raw) {
+                    in_window.insert(s.into_owned(), inside);
+                }
+                inside
             }
+            (None, Some(verdict)) => verdict,
+            (None, None) => true,
+        };
+        if !inside {
+            continue;
         }
         if !sessions.is_empty() && !session.as_deref().is_some_and(|s| sessions.contains(s)) {
             continue;
@@ -238,13 +274,17 @@ pub fn run(args: &Args) -> Result<Outcome> {
             continue;
         }
         if args.rebase {
-            let t = timestamp.expect("timestamps are read when rebasing");
-            let base = *rebase_origin.get_or_insert(t);
-            let mut rec = parsed.expect("rebasing parses every record");
-            rec.set_ms("timestamp", t - base);
-            buf.clear();
-            rec.write_json(&mut buf);
-            out.write_line(&buf)?;
+            // A record without a timestamp is written as read.
+            if let Some(t) = timestamp {
+                let base = *rebase_origin.get_or_insert(t);
+                let mut rec = parsed.expect("rebasing parses every record");
+                rec.set_ms("timestamp", t - base);
+                buf.clear();
+                rec.write_json(&mut buf);
+                out.write_line(&buf)?;
+            } else {
+                out.write_line(line.as_bytes())?;
+            }
         } else {
             out.write_line(line.as_bytes())?;
         }

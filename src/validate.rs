@@ -15,8 +15,9 @@ use crate::text::plural;
 
 const EXAMPLES: &str = "\
 Exit status: 0 when every record is valid, 1 when any is invalid (or, with
---strict, anything was warned about), 2 on trouble (bad usage, unreadable input).
-(3 is trace-replay's early stop; never from this tool.)
+--strict, anything was warned about or there was no record), 2 on trouble
+(bad usage, unreadable input). (3 is trace-replay's early stop; never from
+this tool.)
 
 Examples:
   Check a trace and keep only its valid records:
@@ -37,19 +38,27 @@ Examples:
 /// Each valid record is written to standard output byte for byte as read;
 /// each problem is reported on standard error as `FILE:LINE: error: …`
 /// naming the field and quoting the value. Exit status 1 when any record is
-/// invalid (or, with --strict, when anything was warned about).
+/// invalid (or, with --strict, when anything was warned about or there is
+/// no record at all).
 ///
 /// Errors: bad JSON; a known field of the wrong type or range; not exactly
 /// one input mode (`input_length`, `text_input`, `messages`, `payload`,
 /// `prompt_token_ids`); `hash_ids` without `input_length`, with ids that are
 /// not integers ≥ 0, or with a length other than
 /// ceil(input_length / block size); `tools` without `messages`; `messages`
-/// not an array of objects with a string `role`; `delay` without
-/// `session_id`; `timestamp` on some records but not others.
+/// not an array of objects with a string `role`; `message_mode` other than
+/// "history" or "delta"; an `after` id that no earlier record has;
+/// `timestamp` on some records but not others (later turns of a session
+/// and records with `after` may go without: AIPerf's multi-turn layout).
 ///
 /// Warnings: timestamps that decrease; timestamps that look like seconds
-/// rather than milliseconds (a mean rate over 1,000 requests/s, or every
-/// gap under 1 ms). A note when timestamps are absolute epoch milliseconds.
+/// rather than milliseconds (a mean rate over 1,000 requests/s, every gap
+/// under 1 ms, or 10 records or more within less than a second at a mean
+/// rate above their count), or like epoch seconds (a first timestamp from
+/// 1e9 to 1e11 with records under 1,000 apart on average); never when every
+/// gap is a whole number of seconds (milliseconds from a source that counts
+/// seconds). Each says what it saw. A note when timestamps are absolute
+/// epoch milliseconds.
 #[derive(Parser, Debug)]
 #[command(name = "trace-validate", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -66,7 +75,8 @@ pub struct Args {
     pub block_size: u64,
 
     /// Treat warnings as errors: exit 1 if anything was warned about, and
-    /// leave out records that drew a warning.
+    /// leave out records that drew a warning. An input with no records at
+    /// all is an error too.
     #[arg(long)]
     pub strict: bool,
 
@@ -183,8 +193,29 @@ pub fn run(args: &Args) -> Result<Outcome> {
         };
         field_errors.clear();
         let checked = record::check(&rec, args.block_size, &mut field_errors);
-        if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
-            field_errors.push(e);
+        let follows = state
+            .turns
+            .follows(checked.session_id.as_deref(), rec.contains("after"));
+        // A later turn takes its time from the turn it follows; only the
+        // records that start something need the trace's timestamps.
+        if !follows || rec.contains("timestamp") {
+            if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
+                field_errors.push(e);
+            }
+        }
+        for id in checked.after.iter().flatten() {
+            if !state.ids.contains(id) {
+                field_errors.push(FieldError::new(
+                    "after",
+                    format!(
+                        "{}: no earlier record has this `id` (a record waits only for records before it)",
+                        crate::error::quote_value(&serde_json::Value::from(id.as_str()).to_string())
+                    ),
+                ));
+            }
+        }
+        if let Some(id) = &checked.id {
+            state.ids.insert(id.clone());
         }
         if !field_errors.is_empty() {
             invalid += 1;
@@ -218,6 +249,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(note) = stats.epoch_note() {
         cli::note(note);
     }
+    if total == 0 && args.strict {
+        // In a pipeline, no records at all usually means an earlier stage
+        // failed: a strict check must not pass it.
+        diag.error(&Error::msg(
+            "no records: the input holds no trace record (did an earlier stage of the pipeline fail?)",
+        ));
+    }
     diag.finish();
     if let Some(format) = report_format {
         let valid = total - invalid;
@@ -233,7 +271,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         out.write_all(text.as_bytes())?;
     }
     out.finish()?;
-    if invalid > 0 || (args.strict && diag.warnings > 0) {
+    if invalid > 0 || (args.strict && (diag.warnings > 0 || total == 0)) {
         Ok(Outcome::Negative)
     } else {
         Ok(Outcome::Success)
@@ -245,6 +283,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
 struct OrderState {
     first_presence: Option<(bool, u64)>,
     last_timestamp: Option<f64>,
+    turns: record::Turns,
+    /// Every `id` seen, for `after` (memory grows with the records).
+    ids: std::collections::HashSet<String>,
 }
 
 impl OrderState {
@@ -308,6 +349,9 @@ pub struct TraceStats {
     min_ts: f64,
     max_ts: f64,
     max_gap: f64,
+    /// Gaps that are not 0, and whether each is a whole number of seconds.
+    nonzero_gaps: u64,
+    whole_second_gaps: bool,
     prev_ts: Option<f64>,
     per_second: HashMap<i64, u64>,
     input: IntDistribution,
@@ -330,6 +374,8 @@ impl TraceStats {
             min_ts: f64::INFINITY,
             max_ts: f64::NEG_INFINITY,
             max_gap: 0.0,
+            nonzero_gaps: 0,
+            whole_second_gaps: true,
             prev_ts: None,
             per_second: HashMap::new(),
             input: IntDistribution::default(),
@@ -352,7 +398,12 @@ impl TraceStats {
             self.min_ts = self.min_ts.min(t);
             self.max_ts = self.max_ts.max(t);
             if let Some(prev) = self.prev_ts {
-                self.max_gap = self.max_gap.max((t - prev).abs());
+                let gap = (t - prev).abs();
+                self.max_gap = self.max_gap.max(gap);
+                if gap > 0.0 {
+                    self.nonzero_gaps += 1;
+                    self.whole_second_gaps &= gap % 1000.0 == 0.0;
+                }
             }
             self.prev_ts = Some(t);
             if self.full {
@@ -409,22 +460,52 @@ impl TraceStats {
         self.per_second.values().copied().max()
     }
 
+    /// Warnings about the unit of the timestamps, each from evidence it
+    /// names: the mean rate, the gaps, the span and the magnitude.
     fn time_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(rate) = self.mean_rate() {
+        // A source with one-second resolution written in milliseconds
+        // (BurstGPT, `trace-convert --absolute`) has every gap a whole
+        // number of seconds: it is milliseconds already.
+        let whole_seconds = self.nonzero_gaps > 0 && self.whole_second_gaps;
+        let rate_span = (self.mean_rate(), self.duration_ms());
+        if let (false, (Some(rate), Some(span))) = (whole_seconds, rate_span) {
             if rate > 1000.0 || self.max_gap < 1.0 {
                 out.push(format!(
                     "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average{}; \
                      to convert, use trace-rescale --speed 0.001",
                     if self.max_gap < 1.0 { " and every gap is under 1 ms" } else { "" }
                 ));
+            } else if self.records >= 10 && rate > self.records as f64 {
+                // The mean rate then exceeds what any 1 s window can hold.
+                out.push(format!(
+                    "timestamps look like seconds, not milliseconds: all {} records fall within {} ms, \
+                     a mean of {rate:.0} requests/s that no second of the trace reaches; \
+                     as seconds the trace spans {} s; to convert, use trace-rescale --speed 0.001",
+                    self.records,
+                    crate::text::format_ms(span),
+                    crate::text::format_ms(span),
+                ));
             }
         }
-        if self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts) {
+        let epoch_seconds = self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts);
+        let mean_gap = self
+            .duration_ms()
+            .filter(|_| self.records > 1)
+            .map(|d| d / (self.records - 1) as f64);
+        // Epoch seconds are a few units apart; milliseconds since a start
+        // 12 days to 3 years back are hundreds or thousands apart.
+        if epoch_seconds && !whole_seconds && mean_gap.is_none_or(|g| g < 1000.0) {
+            let year = 1970 + (self.min_ts / 31_556_952.0) as u64;
+            let days = (self.min_ts / 86_400_000.0) as u64;
             out.push(format!(
-                "timestamps look like absolute epoch seconds (first {}), but timestamps are milliseconds: \
+                "timestamps look like absolute epoch seconds (first {}: a date in {year} as seconds, \
+                 {days} days after 1970 as milliseconds{}), but timestamps are milliseconds: \
                  trace-slice --rebase | trace-rescale --speed 0.001 converts them",
-                crate::text::format_ms(self.min_ts)
+                crate::text::format_ms(self.min_ts),
+                mean_gap
+                    .map(|g| format!("; records {} apart on average", crate::text::format_ms(g)))
+                    .unwrap_or_default()
             ));
         }
         out

@@ -9,8 +9,15 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::fields::{cell_count, cell_datetime};
-use super::{Ctx, Request, container};
+use super::{Ctx, Head, Request, container};
 use crate::error::Result;
+
+/// Azure's CSV header.
+pub fn sniff(head: &Head) -> bool {
+    head.has_column("TIMESTAMP")
+        && head.has_column("ContextTokens")
+        && head.has_column("GeneratedTokens")
+}
 
 /// Read an Azure trace CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {

@@ -12,7 +12,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::fields::{cell_count, cell_number};
-use super::{Ctx, Fate, Request, container};
+use super::{Ctx, Fate, Head, Request, container};
 use crate::error::{FieldError, Result};
 use crate::time;
 
@@ -22,6 +22,13 @@ struct Columns {
     response: usize,
     session: Option<usize>,
     elapsed: Option<usize>,
+}
+
+/// BurstGPT's CSV header.
+pub fn sniff(head: &Head) -> bool {
+    head.has_column("Timestamp")
+        && head.has_column("Request tokens")
+        && head.has_column("Response tokens")
 }
 
 /// Read a BurstGPT CSV.

@@ -10,7 +10,10 @@
 //! left out. Sessions come from the observation (`sessionId`), the
 //! downloaded trace, or trace records given as further inputs (the traces
 //! API response, the blob export's traces table), joined on the trace id.
-//! `latency` and `timeToFirstToken` are seconds.
+//! `latency` and `timeToFirstToken` are seconds in most exports and
+//! milliseconds in some (pydantic-ai's UI download): each is checked against
+//! the observation's own start, first-token and end times, and the unit that
+//! agrees is taken; a warning says when neither does (seconds are taken).
 
 use std::borrow::Cow;
 use std::io::BufRead;
@@ -19,8 +22,30 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fields::{Object, count, instant, nested, number, present, string};
-use super::{Ctx, Fate, Prompt, Request, container};
+use super::{Ctx, Fate, Head, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
+
+/// Langfuse's own keys (JSON), or its `traceId` and `startTime` columns
+/// (the UI's CSV export).
+pub fn sniff(head: &Head) -> bool {
+    if head.is_json() {
+        head.contains_any(&[
+            "\"generation-create\"",
+            "\"observations\"",
+            "\"traceId\"",
+            "\"projectId\"",
+            "\"project_id\"",
+            "\"usageDetails\"",
+            "\"usage_details\"",
+        ]) && !super::openai_batch::sniff(head)
+            && !super::bailian::sniff(head)
+    } else {
+        (head.has_column("\"traceId\"") || head.has_column("traceId"))
+            && (head.has_column("\"startTime\"") || head.has_column("startTime"))
+            && !super::azure::sniff(head)
+            && !super::burstgpt::sniff(head)
+    }
+}
 
 /// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
@@ -97,10 +122,14 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
         }
         return Ok(());
     }
-    match observation(&obj, loc) {
+    let mut warnings = Vec::new();
+    match observation(&obj, loc, &mut warnings) {
         Ok((mut req, naive)) => {
             if let Some((field, text)) = naive {
                 ctx.naive_time(loc, field, &text);
+            }
+            for w in warnings {
+                crate::cli::warn_at(loc, w);
             }
             if req.session.is_none() {
                 req.session = session.map(str::to_string);
@@ -166,10 +195,41 @@ fn usage(
     count(obj, legacy)
 }
 
+/// A duration the export gives in seconds or in milliseconds, in ms: the
+/// unit that agrees with what the observation's own times measure (within
+/// 10 % or 5 ms); seconds when there is nothing to compare with, and with a
+/// warning when neither agrees.
+fn in_ms(
+    value: f64,
+    field: &str,
+    measured: Option<f64>,
+    against: &str,
+    warnings: &mut Vec<String>,
+) -> f64 {
+    let Some(m) = measured else {
+        return value * 1000.0;
+    };
+    let agrees = |ms: f64| (ms - m).abs() <= (0.1 * m).max(5.0);
+    if agrees(value * 1000.0) {
+        value * 1000.0
+    } else if agrees(value) {
+        value
+    } else {
+        warnings.push(format!(
+            "field `{field}`: {} agrees with the observation's times ({} ms from startTime to {against}) \
+             neither as seconds nor as milliseconds; taken as seconds",
+            crate::text::format_ms(value),
+            crate::text::format_ms(m),
+        ));
+        value * 1000.0
+    }
+}
+
 #[allow(clippy::type_complexity)]
 fn observation(
     obj: &Object,
     loc: &Location,
+    warnings: &mut Vec<String>,
 ) -> std::result::Result<(Request, Option<(&'static str, String)>), FieldError> {
     let mut naive = None;
     let start = time_field(obj, ["startTime", "start_time"], &mut naive)?.ok_or_else(|| {
@@ -192,19 +252,43 @@ fn observation(
     }
     req.end_ns = end;
     let latency = number(obj, "latency")?;
-    req.observed.e2e_ms = match (latency, end) {
-        (Some(s), _) => Some(s * 1000.0),
-        (None, Some(e)) => Some((e - start) as f64 / 1e6),
-        _ => None,
+    let measured_e2e = end
+        .filter(|&e| e >= start)
+        .map(|e| (e - start) as f64 / 1e6);
+    req.observed.e2e_ms = match (latency, measured_e2e) {
+        (Some(v), measured) => Some(in_ms(v, "latency", measured, "endTime", warnings)),
+        (None, measured) => measured,
     };
-    let ttft = match number(obj, "timeToFirstToken")? {
-        Some(s) => Some(s),
-        None => number(obj, "time_to_first_token")?,
+    let (ttft, ttft_field) = match number(obj, "timeToFirstToken")? {
+        Some(v) => (Some(v), "timeToFirstToken"),
+        None => (number(obj, "time_to_first_token")?, "time_to_first_token"),
     };
-    req.observed.ttft_ms = match (ttft, first) {
-        (Some(s), _) => Some(s * 1000.0),
-        (None, Some(f)) if f >= start => Some((f - start) as f64 / 1e6),
-        _ => None,
+    // Not streamed: LiteLLM's logger sets completionStartTime to endTime
+    // (and Langfuse derives timeToFirstToken from it), so neither is a
+    // first token; modelParameters.stream false says so outright.
+    let stream = nested(obj, "modelParameters")
+        .and_then(|p| p.get("stream").cloned())
+        .and_then(|v| match v {
+            Value::Bool(b) => Some(b),
+            Value::String(s) => s.parse::<bool>().ok(),
+            _ => None,
+        });
+    let not_streamed =
+        stream == Some(false) || matches!((first, end), (Some(f), Some(e)) if f >= e);
+    let ttft = ttft.filter(|_| !not_streamed);
+    let first = first.filter(|_| !not_streamed);
+    let measured_ttft = first
+        .filter(|&f| f >= start)
+        .map(|f| (f - start) as f64 / 1e6);
+    req.observed.ttft_ms = match (ttft, measured_ttft) {
+        (Some(v), measured) => Some(in_ms(
+            v,
+            ttft_field,
+            measured,
+            "completionStartTime",
+            warnings,
+        )),
+        (None, measured) => measured,
     };
     let input = usage(obj, "inputUsage", "input", "promptTokens")?;
     let output = usage(obj, "outputUsage", "output", "completionTokens")?;

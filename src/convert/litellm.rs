@@ -7,7 +7,8 @@
 //! Times: payload floats are epoch seconds; strings are date-times, naive
 //! ones taken as UTC (said once). TTFT is written only when the call
 //! streamed (`completionStartTime` before `endTime`: LiteLLM sets it to the
-//! end time otherwise). Failures (`status` failure) and response-cache hits
+//! end time otherwise; and no `stream` false in the request parameters).
+//! Embeddings generate no tokens by design: not failures. Failures (`status` failure) and response-cache hits
 //! are marked so the caller can drop and count them.
 
 use std::borrow::Cow;
@@ -18,7 +19,7 @@ use serde_json::Value;
 
 use super::container::{self, Fields};
 use super::fields::{self, Object, count, flag, instant, nested, present, string};
-use super::{Ctx, Fate, Prompt, Request};
+use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{FieldError, Location, Result};
 
 /// What LiteLLM writes in place of a prompt when message logging is off.
@@ -30,6 +31,7 @@ const REDACTED: &str = "redacted-by-litellm";
 const KEYS: Fields = Fields {
     top: &[
         "cache_hit",
+        "call_type",
         "completionStartTime",
         "completion_tokens",
         "endTime",
@@ -59,11 +61,40 @@ const KEYS: Fields = Fields {
                 "max_tokens",
                 "messages",
                 "prompt",
+                "stream",
                 "tools",
             ],
         ),
     ],
 };
+
+/// LiteLLM logs have `startTime` and one of its ids (JSON), or the
+/// `request_id` and `startTime` columns of LiteLLM_SpendLogs (CSV).
+pub fn sniff(head: &Head) -> bool {
+    use super::{azure, bailian, burstgpt, langfuse, mooncake, openai_batch};
+    if head.is_json() {
+        head.contains("\"startTime\"")
+            && head.contains_any(&[
+                "\"request_id\"",
+                "\"trace_id\"",
+                "\"litellm_call_id\"",
+                "\"call_type\"",
+            ])
+            && ![
+                openai_batch::sniff,
+                bailian::sniff,
+                langfuse::sniff,
+                mooncake::sniff,
+            ]
+            .iter()
+            .any(|other| other(head))
+    } else {
+        head.has_column("request_id")
+            && head.has_column("startTime")
+            && !azure::sniff(head)
+            && !burstgpt::sniff(head)
+    }
+}
 
 /// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
@@ -169,6 +200,12 @@ fn tokens(req: &mut Request, obj: &Object) -> std::result::Result<(), FieldError
     Ok(())
 }
 
+/// An embedding call (`call_type` embedding or aembedding): it generates
+/// no tokens by design.
+fn is_embedding(obj: &Object) -> std::result::Result<bool, FieldError> {
+    Ok(string(obj, "call_type")?.is_some_and(|c| c.contains("embedding")))
+}
+
 fn failed(obj: &Object) -> std::result::Result<bool, FieldError> {
     Ok(string(obj, "status")?.is_some_and(|s| s.eq_ignore_ascii_case("failure")))
 }
@@ -246,6 +283,12 @@ fn payload(
         req.fate = Fate::CacheHit;
     }
     let params = nested(obj, "model_parameters").unwrap_or(Cow::Owned(Value::Null));
+    if params.get("stream").and_then(Value::as_bool) == Some(false) {
+        // Not streamed, whatever completionStartTime says (the top-level
+        // `stream` is unreliable: true on a non-streamed Bedrock call).
+        req.observed.ttft_ms = None;
+    }
+    req.embedding = is_embedding(obj)?;
     req.max_tokens = max_tokens(&params);
     let messages = present(obj, "messages");
     req.prompt = prompt_of(messages, params.get("tools")).map(Box::new);
@@ -299,7 +342,11 @@ fn spend_log(
     } else if flag(obj, "cache_hit")? == Some(true) {
         req.fate = Fate::CacheHit;
     }
+    req.embedding = is_embedding(obj)?;
     if let Some(body) = nested(obj, "proxy_server_request") {
+        if body.get("stream").and_then(Value::as_bool) == Some(false) {
+            req.observed.ttft_ms = None;
+        }
         req.max_tokens = max_tokens(&body);
         let messages = body.get("messages").or_else(|| body.get("prompt"));
         req.prompt = prompt_of(messages, body.get("tools")).map(Box::new);

@@ -27,7 +27,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use serde_json::Value;
 
 use crate::cli::{self, InputArgs, OutputArgs, SkipArgs, Skipper};
@@ -83,8 +83,8 @@ pub struct Args {
 
     /// Format of the input; `auto` recognises it from the content of the
     /// first input and says which it chose.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value = "auto")]
-    pub from: Format,
+    #[arg(long, value_name = "FORMAT", default_value = AUTO, value_parser = from_values())]
+    pub from: String,
 
     /// Keep absolute times (epoch milliseconds, or the source's own origin)
     /// instead of starting at 0.
@@ -130,56 +130,148 @@ fn positive_rate(text: &str) -> std::result::Result<f64, String> {
     }
 }
 
-/// The source formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Recognise the format from the content.
-    Auto,
-    /// LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows
-    /// (CSV export, `/spend/logs` JSON).
-    Litellm,
-    /// Langfuse observations: API responses, UI download and batch
-    /// export, blob-storage export (with its traces table for sessions).
-    Langfuse,
-    /// Mooncake FAST'25 JSONL traces (normalised: sorted, rebased, checked).
-    Mooncake,
-    /// Azure LLM inference traces, 2023 and 2024 CSVs.
-    Azure,
-    /// BurstGPT CSVs, 6 and 8 columns.
-    Burstgpt,
-    /// Alibaba Bailian (Qwen) usage traces: chat_id/parent_chat_id
-    /// sessions, 16-token blocks re-blocked to 512.
-    Bailian,
-    /// OpenAI Batch API input file joined with its output and error files
-    /// on `custom_id` (no arrival times: see --rate).
-    OpenaiBatch,
+/// A source's reader: one input into the context.
+pub type ReadFn = fn(Box<dyn BufRead + Send>, Arc<str>, &mut Ctx) -> Result<()>;
+
+/// A source's last step, given `--rate`.
+pub type FinishFn = fn(&mut Ctx, Option<f64>) -> Result<()>;
+
+/// One source format: everything the rest of trace-convert knows of it.
+pub struct Source {
+    /// The name `--from` takes.
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub help: &'static str,
+    /// Whether the start of an input is this format's ("is it mine").
+    pub sniff: fn(&Head) -> bool,
+    /// Read one input into the context.
+    pub read: ReadFn,
+    /// Run once after every input was read (openai-batch joins its files
+    /// here, Bailian resolves sessions); it is given `--rate`.
+    pub finish: Option<FinishFn>,
+    /// Whether `--rate` applies (a source without arrival times).
+    pub takes_rate: bool,
 }
 
-impl Format {
-    /// The name `--from` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Auto => "auto",
-            Format::Litellm => "litellm",
-            Format::Langfuse => "langfuse",
-            Format::Mooncake => "mooncake",
-            Format::Azure => "azure",
-            Format::Burstgpt => "burstgpt",
-            Format::Bailian => "bailian",
-            Format::OpenaiBatch => "openai-batch",
-        }
+/// Every source, in the order `--help` lists them and auto-detection tries
+/// them: a sniff whose markers can also occur in a source listed after it
+/// leaves that source's inputs alone.
+pub const SOURCES: &[Source] = &[
+    Source {
+        name: "litellm",
+        help: "LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows \
+               (CSV export, `/spend/logs` JSON)",
+        sniff: litellm::sniff,
+        read: litellm::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "langfuse",
+        help: "Langfuse observations: API responses, UI download and batch export, \
+               blob-storage export (with its traces table for sessions)",
+        sniff: langfuse::sniff,
+        read: langfuse::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "mooncake",
+        help: "Mooncake FAST'25 JSONL traces (normalised: sorted, rebased, checked)",
+        sniff: mooncake::sniff,
+        read: mooncake::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "azure",
+        help: "Azure LLM inference traces, 2023 and 2024 CSVs",
+        sniff: azure::sniff,
+        read: azure::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "burstgpt",
+        help: "BurstGPT CSVs, 6 and 8 columns",
+        sniff: burstgpt::sniff,
+        read: burstgpt::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "bailian",
+        help: "Alibaba Bailian (Qwen) usage traces: chat_id/parent_chat_id sessions, \
+               16-token blocks re-blocked to 512",
+        sniff: bailian::sniff,
+        read: bailian::read,
+        finish: Some(bailian::finish),
+        takes_rate: false,
+    },
+    Source {
+        name: "openai-batch",
+        help: "OpenAI Batch API input file joined with its output and error files on \
+               `custom_id` (no arrival times: see --rate)",
+        sniff: openai_batch::sniff,
+        read: openai_batch::read,
+        finish: Some(openai_batch::finish),
+        takes_rate: true,
+    },
+];
+
+/// The `--from` value that asks for detection.
+const AUTO: &str = "auto";
+
+/// `--from`: `auto` or a name from [`SOURCES`].
+fn from_values() -> clap::builder::PossibleValuesParser {
+    let auto =
+        clap::builder::PossibleValue::new(AUTO).help("Recognise the format from the content");
+    clap::builder::PossibleValuesParser::new(
+        std::iter::once(auto).chain(
+            SOURCES
+                .iter()
+                .map(|s| clap::builder::PossibleValue::new(s.name).help(s.help)),
+        ),
+    )
+}
+
+fn source_named(name: &str) -> Option<&'static Source> {
+    SOURCES.iter().find(|s| s.name == name)
+}
+
+/// The start of an input (up to 64 KiB, byte-order mark and leading white
+/// space removed), for the sniffs.
+pub struct Head<'a> {
+    text: &'a str,
+}
+
+impl Head<'_> {
+    /// The input starts as JSON (an object or an array).
+    pub fn is_json(&self) -> bool {
+        self.text.starts_with('{') || self.text.starts_with('[')
     }
 
-    /// Every concrete format, for messages.
-    pub const CONCRETE: [Format; 7] = [
-        Format::Litellm,
-        Format::Langfuse,
-        Format::Mooncake,
-        Format::Azure,
-        Format::Burstgpt,
-        Format::Bailian,
-        Format::OpenaiBatch,
-    ];
+    /// The text holds `needle` anywhere.
+    pub fn contains(&self, needle: &str) -> bool {
+        self.text.contains(needle)
+    }
+
+    /// The text holds one of `needles`.
+    pub fn contains_any(&self, needles: &[&str]) -> bool {
+        needles.iter().any(|n| self.text.contains(n))
+    }
+
+    /// Not JSON, and the first line, split on commas, has this column.
+    pub fn has_column(&self, name: &str) -> bool {
+        !self.is_json()
+            && self
+                .text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .any(|c| c.trim() == name)
+    }
 }
 
 /// What became of a request in the source.
@@ -254,6 +346,8 @@ pub struct Request {
     pub hashes: Option<Vec<u64>>,
     /// A source record passed through (Mooncake): only its timestamp changes.
     pub passthrough: Option<Record<'static>>,
+    /// An embedding: no output tokens is its success, not a failure.
+    pub embedding: bool,
 }
 
 impl Request {
@@ -275,6 +369,7 @@ impl Request {
             prompt: None,
             hashes: None,
             passthrough: None,
+            embedding: false,
         }
     }
 }
@@ -291,8 +386,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hashers: Option<hashing::Workers<Request>>,
-    /// Bailian chat ids to the first turn of their conversation.
-    bailian_roots: HashMap<i64, i64>,
+    /// Bailian chat ids to their parent's (-1 for a first turn).
+    bailian_parents: HashMap<i64, i64>,
     /// OpenAI batch lines, joined on `custom_id` across inputs.
     batch: openai_batch::Batch,
     /// Sessions of traces, by trace id, from trace records read.
@@ -313,7 +408,7 @@ impl Ctx {
             tokenizer: args.tokenizer.clone(),
             hashers: None,
             batch: openai_batch::Batch::default(),
-            bailian_roots: HashMap::new(),
+            bailian_parents: HashMap::new(),
             trace_sessions: HashMap::new(),
             traces_read: 0,
         }
@@ -411,31 +506,42 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     let specs = expand_inputs(&io::input_specs(&args.input.files)?)?;
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut ctx = Ctx::new(args);
-    let mut format = args.from;
+    let mut format = source_named(&args.from);
     for spec in &specs {
-        let source = spec.display_name();
+        let name = spec.display_name();
         let mut reader = io::open_input(spec)?;
-        if format == Format::Auto {
-            if is_empty(&mut reader, &source)? {
-                // Nothing to recognise, and nothing to convert.
-                continue;
+        let source = match format {
+            Some(source) => source,
+            None => {
+                if is_empty(&mut reader, &name)? {
+                    // Nothing to recognise, and nothing to convert.
+                    continue;
+                }
+                let source = detect(&mut reader, &name)?;
+                cli::note(format!(
+                    "{name}: recognised as {} input (choose with --from)",
+                    source.name
+                ));
+                format = Some(source);
+                source
             }
-            format = detect(&mut reader, &source)?;
-            cli::note(format!(
-                "{source}: recognised as {} input (choose with --from)",
-                format.name()
-            ));
-        }
-        if args.rate.is_some() && format != Format::OpenaiBatch {
+        };
+        if args.rate.is_some() && !source.takes_rate {
+            let takers: Vec<&str> = SOURCES
+                .iter()
+                .filter(|s| s.takes_rate)
+                .map(|s| s.name)
+                .collect();
             return Err(Error::usage(format!(
-                "--rate applies to openai-batch input only; {} input has its own arrival times",
-                format.name()
+                "--rate applies to {} input only; {} input has its own arrival times",
+                takers.join(", "),
+                source.name
             )));
         }
-        read_one(format, reader, source, &mut ctx)?;
+        (source.read)(reader, name, &mut ctx)?;
     }
-    if format == Format::OpenaiBatch {
-        openai_batch::finish(&mut ctx, args.rate)?;
+    if let Some(finish) = format.and_then(|s| s.finish) {
+        finish(&mut ctx, args.rate)?;
     }
     ctx.finish_hashing()?;
     let mut requests = std::mem::take(&mut ctx.requests);
@@ -457,7 +563,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
 }
 
 /// Why a conversion wrote no record, and what to give it instead.
-fn nothing_written(format: Format, read: u64, traces: u64) -> String {
+fn nothing_written(source: Option<&Source>, read: u64, traces: u64) -> String {
     if read == 0 && traces > 0 {
         return format!(
             "0 records written: the input holds {traces} Langfuse trace{} but no observations; \
@@ -465,38 +571,20 @@ fn nothing_written(format: Format, read: u64, traces: u64) -> String {
             plural(traces)
         );
     }
-    if read == 0 && format == Format::Auto {
-        return "0 records written: the input is empty; give the logs to convert".to_string();
-    }
-    if read == 0 {
+    let Some(source) = source.filter(|_| read == 0) else {
+        if read == 0 {
+            return "0 records written: the input is empty; give the logs to convert".to_string();
+        }
         return format!(
-            "0 records written: nothing in the input reads as {} records; check --from \
-             (without it the format is recognised from the content)",
-            format.name()
+            "0 records written of {read} read: every one was dropped or invalid (see the counts \
+             above)"
         );
-    }
+    };
     format!(
-        "0 records written of {read} read: every one was dropped or invalid (see the counts \
-         above)"
+        "0 records written: nothing in the input reads as {} records; check --from \
+         (without it the format is recognised from the content)",
+        source.name
     )
-}
-
-fn read_one(
-    format: Format,
-    reader: Box<dyn BufRead + Send>,
-    source: Arc<str>,
-    ctx: &mut Ctx,
-) -> Result<()> {
-    match format {
-        Format::Auto => unreachable!("resolved by detect"),
-        Format::Mooncake => mooncake::read(reader, source, ctx),
-        Format::Azure => azure::read(reader, source, ctx),
-        Format::Burstgpt => burstgpt::read(reader, source, ctx),
-        Format::Litellm => litellm::read(reader, source, ctx),
-        Format::Langfuse => langfuse::read(reader, source, ctx),
-        Format::OpenaiBatch => openai_batch::read(reader, source, ctx),
-        Format::Bailian => bailian::read(reader, source, ctx),
-    }
 }
 
 /// Directories become the files under them (recursively, sorted by path,
@@ -560,67 +648,16 @@ fn is_empty(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<bool> 
     }
 }
 
-/// Recognise the format from the start of the input, without consuming it.
-fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<Format> {
+/// Recognise the format from the start of the input, without consuming it:
+/// the first source in [`SOURCES`] whose sniff says it is its own.
+fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<&'static Source> {
     let head = reader.fill_buf().map_err(|e| Error::io(source, e))?;
     let head = String::from_utf8_lossy(&head[..head.len().min(64 * 1024)]);
-    let head = head.trim_start_matches('\u{feff}').trim_start();
-    let found = if head.starts_with('{') || head.starts_with('[') {
-        if head.contains("\"custom_id\"") {
-            Some(Format::OpenaiBatch)
-        } else if head.contains("\"parent_chat_id\"") && head.contains("\"chat_id\"") {
-            Some(Format::Bailian)
-        } else if [
-            "\"generation-create\"",
-            "\"observations\"",
-            "\"traceId\"",
-            "\"projectId\"",
-            "\"project_id\"",
-            "\"usageDetails\"",
-            "\"usage_details\"",
-        ]
-        .iter()
-        .any(|k| head.contains(k))
-        {
-            Some(Format::Langfuse)
-        } else if head.contains("\"hash_ids\"")
-            || (head.contains("\"input_length\"") && head.contains("\"output_length\""))
-        {
-            Some(Format::Mooncake)
-        } else if head.contains("\"startTime\"")
-            && [
-                "\"request_id\"",
-                "\"trace_id\"",
-                "\"litellm_call_id\"",
-                "\"call_type\"",
-            ]
-            .iter()
-            .any(|k| head.contains(k))
-        {
-            Some(Format::Litellm)
-        } else {
-            None
-        }
-    } else {
-        let first = head.lines().next().unwrap_or("");
-        let cols: Vec<&str> = first.split(',').map(|c| c.trim()).collect();
-        let has = |name: &str| cols.contains(&name);
-        if has("TIMESTAMP") && has("ContextTokens") && has("GeneratedTokens") {
-            Some(Format::Azure)
-        } else if has("Timestamp") && has("Request tokens") && has("Response tokens") {
-            Some(Format::Burstgpt)
-        } else if has("request_id") && has("startTime") {
-            Some(Format::Litellm)
-        } else if (has("\"traceId\"") || has("traceId"))
-            && (has("\"startTime\"") || has("startTime"))
-        {
-            Some(Format::Langfuse)
-        } else {
-            None
-        }
+    let head = Head {
+        text: head.trim_start_matches('\u{feff}').trim_start(),
     };
-    found.ok_or_else(|| {
-        let names: Vec<&str> = Format::CONCRETE.iter().map(|f| f.name()).collect();
+    SOURCES.iter().find(|s| (s.sniff)(&head)).ok_or_else(|| {
+        let names: Vec<&str> = SOURCES.iter().map(|s| s.name).collect();
         Error::msg(format!(
             "{source}: cannot recognise the format; give --from with one of: {}",
             names.join(", ")
@@ -680,7 +717,9 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
             Fate::NotGeneration => Some("not model calls"),
             Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
                 if args.keep_failed {
-                    req.fate = Fate::Failed;
+                    if !req.embedding {
+                        req.fate = Fate::Failed;
+                    }
                     None
                 } else {
                     Some("with no output tokens")
@@ -757,7 +796,10 @@ fn build(
 ) -> Record<'static> {
     let timestamp = ns_to_ms(req.start_ns - origin);
     if let Some(mut rec) = req.passthrough {
-        rec.set_ms("timestamp", timestamp);
+        // A later turn without a timestamp is timed by its `delay`.
+        if rec.contains("timestamp") {
+            rec.set_ms("timestamp", timestamp);
+        }
         return rec;
     }
     let mut rec = Record::new();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fields::{Object, string};
-use super::{Ctx, Fate, Prompt, Request, container};
+use super::{Ctx, Fate, Head, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
 
 /// One `custom_id`: the request and its outcome, as far as read.
@@ -111,6 +111,11 @@ fn line(obj: &Object) -> std::result::Result<Option<(String, Update)>, FieldErro
     Err(FieldError::record(
         "neither an input line (`body`) nor an output line (`response`, `error`)",
     ))
+}
+
+/// A batch line names its `custom_id`.
+pub fn sniff(head: &Head) -> bool {
+    head.is_json() && head.contains("\"custom_id\"")
 }
 
 /// Turn the joined lines into requests, `rate` per second or all at 0.

@@ -815,7 +815,40 @@ fn bailian_sessions_and_reblocking() {
     );
     valid(&run);
 
-    let bad = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1, 2]}"#;
+    // A later turn listed before its parent (and the parent before its
+    // own): the sessions follow the chain all the same.
+    let reordered: String = [3, 2, 0, 1]
+        .iter()
+        .map(|&i| format!("{}\n", recs[i]))
+        .collect();
+    let again = Cmd::new("trace-convert")
+        .args(["--from", "bailian"])
+        .stdin(reordered)
+        .run();
+    again.code(0);
+    assert_eq!(again.lines(), run.lines());
+
+    // Short hash_ids are fitted with a warning (AIPerf loads such rows);
+    // too many are an error.
+    let short = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1]}"#;
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "bailian"])
+        .stdin(short)
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [r#"{"timestamp":0,"input_length":40,"output_length":10,"hash_ids":[0],"id":"1"}"#]
+    );
+    assert!(
+        run.stderr.starts_with(
+            "trace-convert: <stdin>:1: warning: field `hash_ids`: has 1 block, but input_length 40 needs \
+             ceil(40 / 16) = 3; the missing blocks are taken as content no other request shares\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    let bad = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1, 2, 3, 4]}"#;
     let run = Cmd::new("trace-convert")
         .args(["--from", "bailian"])
         .stdin(bad)
@@ -823,7 +856,7 @@ fn bailian_sessions_and_reblocking() {
     run.code(2);
     assert_eq!(
         run.stderr,
-        "trace-convert: <stdin>:1: error: field `hash_ids`: has 2 blocks, but input_length 40 needs ceil(40 / 16) = 3\n"
+        "trace-convert: <stdin>:1: error: field `hash_ids`: has 4 blocks, but input_length 40 needs ceil(40 / 16) = 3\n"
     );
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod aiperf_mooncake;
 mod conventions;
 mod convert;
 mod deploy;
@@ -9,6 +10,7 @@ mod limits;
 mod man;
 mod pipes;
 mod real_server;
+mod real_traces;
 mod replay;
 mod rescale;
 mod servers;

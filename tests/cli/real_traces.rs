@@ -1,0 +1,120 @@
+//! Traces as users bring them: converter outputs checked by trace-validate,
+//! whose advice must rest on evidence.
+
+use crate::util::{Cmd, data};
+
+#[test]
+fn burstgpt_absolute_output_draws_no_unit_advice() {
+    // 20 days into BurstGPT: 1728000000 ms looks like epoch seconds by
+    // magnitude alone, but every gap is whole seconds: already milliseconds.
+    let run = Cmd::new("trace-convert")
+        .arg("--absolute")
+        .arg(data("convert/BurstGPT_day20.constructed.csv"))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.lines()[..2],
+        [
+            r#"{"timestamp":1728000000,"input_length":472,"output_length":18}"#,
+            r#"{"timestamp":1728000000,"input_length":90,"output_length":12}"#,
+        ]
+    );
+    let check = Cmd::new("trace-validate")
+        .args(["--check", "--strict"])
+        .stdin(run.stdout.clone())
+        .run();
+    check.ok();
+}
+
+#[test]
+fn langfuse_latency_unit_follows_the_observation_times() {
+    // pydantic-ai's UI download gives latency and timeToFirstToken in ms:
+    // gen-1 ran 1.707 s (latency 1707), gen-2 912 ms with its first
+    // token at 240 ms; gen-3's latency 5 fits its 1.2 s neither way.
+    // Sessions come from trace.sessionId: the observations carry none.
+    let run = Cmd::new("trace-convert")
+        .arg(data(
+            "convert/ui_trace_download.pydantic-ai.constructed.json",
+        ))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":120,"output_length":30,"session_id":"chat-42","model":"gpt-4o","id":"gen-1","observed":{"prompt_tokens":120,"completion_tokens":30,"e2e_ms":1707,"status":"ok"}}"#,
+            r#"{"timestamp":2000,"input_length":180,"output_length":12,"session_id":"chat-42","delay":293,"model":"gpt-4o","id":"gen-2","observed":{"prompt_tokens":180,"completion_tokens":12,"ttft_ms":240,"e2e_ms":912,"status":"ok"}}"#,
+            r#"{"timestamp":3000,"input_length":200,"output_length":8,"session_id":"chat-42","delay":88,"model":"gpt-4o","id":"gen-3","observed":{"prompt_tokens":200,"completion_tokens":8,"e2e_ms":5000,"status":"ok"}}"#,
+        ]
+    );
+    let file = data("convert/ui_trace_download.pydantic-ai.constructed.json");
+    assert!(
+        run.stderr.contains(&format!(
+            "trace-convert: {}:1: warning: field `latency`: 5 agrees with the observation's times \
+             (1200 ms from startTime to endTime) neither as seconds nor as milliseconds; taken as seconds\n",
+            file.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn litellm_ttft_only_for_streamed_calls_and_embeddings_are_not_failures() {
+    // call-1: Bedrock, not streamed (model_parameters.stream false) though
+    // the top-level `stream` says true and completionStartTime is 1 ms
+    // before the end; call-2 streamed (first token at 250 ms); call-3 an
+    // embedding (no output tokens by design); call-4 a real failure.
+    let run = Cmd::new("trace-convert")
+        .arg("--keep-failed")
+        .arg(data(
+            "convert/litellm_stream_and_embedding.constructed.jsonl",
+        ))
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":12,"output_length":20,"model":"claude-haiku","id":"call-1","observed":{"prompt_tokens":12,"completion_tokens":20,"e2e_ms":500,"status":"ok"}}"#,
+            r#"{"timestamp":1000,"input_length":15,"output_length":30,"model":"gpt-4o","id":"call-2","observed":{"prompt_tokens":15,"completion_tokens":30,"ttft_ms":250,"e2e_ms":1000,"status":"ok"}}"#,
+            r#"{"timestamp":3000,"input_length":8,"output_length":1,"hash_ids":[0],"model":"embed","id":"call-3","observed":{"prompt_tokens":8,"completion_tokens":0,"e2e_ms":100,"status":"ok"}}"#,
+            r#"{"timestamp":4000,"input_length":0,"output_length":64,"model":"gpt-4o","id":"call-4","observed":{"prompt_tokens":0,"completion_tokens":0,"e2e_ms":200,"status":"error"}}"#,
+        ]
+    );
+}
+
+#[test]
+fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
+    // LiteLLM's Langfuse logger: a non-streamed Bedrock call has
+    // completionStartTime equal to endTime; another says stream "false".
+    let batch = serde_json::json!({
+        "batch": [
+            {"id": "e1", "type": "trace-create", "timestamp": "2025-06-22T16:59:08Z",
+             "body": {"id": "tr-1", "name": "litellm-acompletion"}},
+            {"id": "e2", "type": "generation-create", "timestamp": "2025-06-22T16:59:08Z",
+             "body": {"id": "gen-b", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-06-22T18:59:08.162000+02:00",
+                      "completionStartTime": "2025-06-22T18:59:08.399000+02:00",
+                      "endTime": "2025-06-22T18:59:08.399000+02:00",
+                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
+                      "modelParameters": {"stream": false},
+                      "usage": {"input": 10, "output": 5, "unit": "TOKENS"}}},
+            {"id": "e3", "type": "generation-create", "timestamp": "2025-06-22T16:59:10Z",
+             "body": {"id": "gen-c", "traceId": "tr-1", "name": "litellm-acompletion",
+                      "startTime": "2025-06-22T16:59:10.000000Z",
+                      "completionStartTime": "2025-06-22T16:59:10.400000Z",
+                      "endTime": "2025-06-22T16:59:10.500000Z",
+                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
+                      "modelParameters": {"stream": "false"},
+                      "usage": {"input": 20, "output": 6, "unit": "TOKENS"}}}
+        ]
+    });
+    let run = Cmd::new("trace-convert").stdin(batch.to_string()).run();
+    run.code(0);
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"timestamp":0,"input_length":10,"output_length":5,"model":"anthropic.claude-3-haiku","id":"gen-b","observed":{"prompt_tokens":10,"completion_tokens":5,"e2e_ms":237,"status":"ok"}}"#,
+            r#"{"timestamp":1838,"input_length":20,"output_length":6,"model":"anthropic.claude-3-haiku","id":"gen-c","observed":{"prompt_tokens":20,"completion_tokens":6,"e2e_ms":500,"status":"ok"}}"#,
+        ]
+    );
+}
