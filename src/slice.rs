@@ -12,7 +12,7 @@ use crate::hash;
 use crate::io::{self, Lines, Output};
 use crate::json;
 use crate::record::{self, Record};
-use crate::shard::{parse_shard, shard_of};
+use crate::shard::{Dealer, parse_shard};
 use serde_json::value::RawValue;
 
 const EXAMPLES: &str = "\
@@ -134,6 +134,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
 
     let mut lines = Lines::new(&inputs);
     let mut index: u64 = 0;
+    let mut dealer: Option<Dealer> = None;
     let mut origin: Option<f64> = None;
     // Sessions to whether their latest timed turn was inside the window.
     let mut in_window: HashMap<String, bool> = HashMap::new();
@@ -154,21 +155,33 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let peeked = if args.rebase {
             None
         } else {
-            json::peek(line, ["timestamp", "session_id", "scheduled_ms", "status"])
+            json::peek(
+                line,
+                [
+                    "timestamp",
+                    "session_id",
+                    "scheduled_ms",
+                    "status",
+                    "id",
+                    "after",
+                ],
+            )
         };
         let mut parsed: Option<Record> = None;
-        let (timestamp_raw, session_raw) = match peeked {
-            Some([_, _, Some(_), Some(_)]) => {
+        let (timestamp_raw, session_raw, id_raw, after_raw) = match peeked {
+            Some([_, _, Some(_), Some(_), _, _]) => {
                 skipper.skip(record::results_not_trace().at(&loc))?;
                 continue;
             }
-            Some([t, s, _, _]) => (t, s),
+            Some([t, s, _, _, i, a]) => (t, s, i, a),
             None => match Record::parse_at(line, &loc) {
                 Ok(rec) => {
                     let rec = parsed.insert(rec);
                     (
                         rec.get("timestamp").map(RawValue::get),
                         rec.get("session_id").map(RawValue::get),
+                        rec.get("id").map(RawValue::get),
+                        rec.get("after").map(RawValue::get),
                     )
                 }
                 Err(e) => {
@@ -265,7 +278,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
             }
         }
         if let Some((k, n)) = args.shard {
-            if shard_of(session.as_deref(), this_index, n) != k - 1 {
+            // A record's `id` and `after` keep its dependency graph whole.
+            let id = id_raw.and_then(|raw| record::string("id", raw).ok());
+            let after: Vec<String> = after_raw
+                .and_then(|raw| serde_json::from_str(raw).ok())
+                .unwrap_or_default();
+            let dealer = dealer.get_or_insert_with(|| Dealer::new(n));
+            if dealer.deal(id.as_deref(), session.as_deref(), &after, this_index) != k - 1 {
                 continue;
             }
         }

@@ -200,3 +200,34 @@ fn bad_records_stop_the_slice_unless_skipped() {
          trace-slice: warning: skipped 1 invalid record\n"
     );
 }
+
+#[test]
+fn shards_keep_dependency_graphs_whole() {
+    // c0..c3 form one graph without a session; by position alone they
+    // would be dealt over both shards. x and y stand alone.
+    let input = [
+        r#"{"id": "c0", "timestamp": 0, "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c1", "after": ["c0"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "x", "timestamp": 5, "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c2", "after": ["c0"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c3", "after": ["c1", "c2"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "y", "timestamp": 9, "input_length": 1, "output_length": 1}"#,
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let ids = |shard: &str| -> Vec<String> {
+        let run = Cmd::new("trace-slice")
+            .args(["--shard", shard])
+            .stdin(input.clone())
+            .run();
+        run.ok();
+        run.json_lines()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // c0 is record 0: shard 1 of 2, and its graph with it; x (record 2)
+    // too by position; y (record 5) goes to shard 2.
+    assert_eq!(ids("1/2"), ["c0", "c1", "x", "c2", "c3"]);
+    assert_eq!(ids("2/2"), ["y"]);
+}
