@@ -203,6 +203,24 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 field_errors.push(e);
             }
         }
+        if rec
+            .get("message_mode")
+            .is_some_and(|m| m.get().trim() == "\"delta\"")
+        {
+            if !follows {
+                field_errors.push(FieldError::new(
+                    "message_mode",
+                    "\"delta\" continues a conversation, but this record has no `after` and no \
+                     earlier turn of its `session_id`",
+                ));
+            }
+            if !rec.contains("messages") {
+                field_errors.push(FieldError::new(
+                    "message_mode",
+                    "\"delta\" needs `messages`: the ones this turn adds",
+                ));
+            }
+        }
         for id in checked.after.iter().flatten() {
             if !state.ids.contains(id) {
                 field_errors.push(FieldError::new(
@@ -357,6 +375,11 @@ pub struct TraceStats {
     input: IntDistribution,
     output: IntDistribution,
     sessions: HashMap<String, u64>,
+    /// Each `id`'s depth in its dependency graph (1 for a record that
+    /// waits for none) and how many records wait for it.
+    depth: HashMap<String, u64>,
+    waiting_on: HashMap<String, u64>,
+    with_after: u64,
     blocks: u64,
     seen_blocks: HashSet<u64>,
     reused_blocks: u64,
@@ -381,6 +404,9 @@ impl TraceStats {
             input: IntDistribution::default(),
             output: IntDistribution::default(),
             sessions: HashMap::new(),
+            depth: HashMap::new(),
+            waiting_on: HashMap::new(),
+            with_after: 0,
             blocks: 0,
             seen_blocks: HashSet::new(),
             reused_blocks: 0,
@@ -422,6 +448,16 @@ impl TraceStats {
         }
         if let Some(s) = &c.session_id {
             *self.sessions.entry(s.clone()).or_insert(0) += 1;
+        }
+        let after = c.after.as_deref().unwrap_or_default();
+        self.with_after += u64::from(!after.is_empty());
+        let mut depth = 1;
+        for a in after {
+            depth = depth.max(self.depth.get(a).map_or(1, |d| d + 1));
+            *self.waiting_on.entry(a.clone()).or_insert(0) += 1;
+        }
+        if let Some(id) = &c.id {
+            self.depth.insert(id.clone(), depth);
         }
         if let Some(ids) = &c.hash_ids {
             self.blocks += ids.len() as u64;
@@ -543,7 +579,7 @@ impl TraceStats {
 
     fn json_report(&self, total: u64, valid: u64, diag: &Diagnostics) -> serde_json::Value {
         let turns = self.session_turns();
-        json!({
+        let mut report = json!({
             "records": { "total": total, "valid": valid, "invalid": total - valid },
             "errors": diag.errors,
             "warnings": diag.warnings,
@@ -563,6 +599,7 @@ impl TraceStats {
                 "turns_mean": turns.mean(),
                 "turns_max": turns.max(),
             },
+
             "prefix": {
                 "block_size": self.block_size,
                 "blocks": self.blocks,
@@ -572,7 +609,16 @@ impl TraceStats {
                     "cache_blocks": n, "hit_rate": rate
                 })),
             },
-        })
+        });
+        // Only for traces with dependencies: other reports keep their shape.
+        if self.with_after > 0 {
+            report["dependencies"] = json!({
+                "records_with_after": self.with_after,
+                "depth_max": self.depth.values().max(),
+                "fan_out_max": self.waiting_on.values().max(),
+            });
+        }
+        report
     }
 
     fn text_report(&self, total: u64, valid: u64, errors: u64, warnings: u64) -> String {
@@ -621,6 +667,17 @@ impl TraceStats {
                     turns.min().unwrap_or(0),
                     fixed(turns.mean().unwrap_or(0.0), 2),
                     turns.max().unwrap_or(0)
+                ),
+            );
+        }
+        if self.with_after > 0 {
+            row(
+                "dependencies",
+                format!(
+                    "{} records wait for others (`after`); deepest chain {}, widest fan-out {}",
+                    self.with_after,
+                    self.depth.values().max().copied().unwrap_or(0),
+                    self.waiting_on.values().max().copied().unwrap_or(0)
                 ),
             );
         }

@@ -242,3 +242,60 @@ fn max_errors_limits_what_is_printed() {
          trace-validate: note: 3 more errors and warnings not shown (--max-errors 2)\n"
     );
 }
+
+#[test]
+fn dependency_graphs_are_described_and_delta_turns_need_a_parent() {
+    // c0 fans out to c1, c2, c3; c4 joins c1 and c3; c5 follows c4:
+    // depth 4 (c0, c1, c4, c5), widest fan-out 3 (c0's).
+    let input = [
+        r#"{"id": "c0", "timestamp": 0, "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c1", "after": ["c0"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c2", "after": ["c0"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c3", "after": ["c0"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c4", "after": ["c1", "c3"], "input_length": 1, "output_length": 1}"#,
+        r#"{"id": "c5", "after": ["c4"], "delay": 3, "input_length": 1, "output_length": 1}"#,
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let run = Cmd::new("trace-validate")
+        .args(["--report-format", "json"])
+        .stdin(input.clone())
+        .run();
+    run.ok();
+    assert_eq!(
+        run.json()["dependencies"],
+        serde_json::json!({"records_with_after": 5, "depth_max": 4, "fan_out_max": 3})
+    );
+    let run = Cmd::new("trace-validate")
+        .arg("--report")
+        .stdin(input)
+        .run();
+    run.ok();
+    assert!(
+        run.stderr
+            .contains("5 records wait for others (`after`); deepest chain 4, widest fan-out 3")
+            || run
+                .stdout_str()
+                .contains("5 records wait for others (`after`); deepest chain 4, widest fan-out 3"),
+        "{}{}",
+        run.stdout_str(),
+        run.stderr
+    );
+
+    // A delta turn with nothing to continue, and one without messages.
+    let input = [
+        r#"{"id": "a", "timestamp": 0, "message_mode": "delta", "messages": [{"role": "user", "content": "hi"}], "output_length": 1}"#,
+        r#"{"id": "b", "after": ["a"], "message_mode": "delta", "text_input": "x", "output_length": 1}"#,
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let run = Cmd::new("trace-validate").stdin(input).run();
+    run.code(1);
+    assert_eq!(
+        run.stderr,
+        "trace-validate: <stdin>:1: error: field `message_mode`: \"delta\" continues a \
+         conversation, but this record has no `after` and no earlier turn of its `session_id`\n\
+         trace-validate: <stdin>:2: error: field `message_mode`: \"delta\" needs `messages`: \
+         the ones this turn adds\n"
+    );
+}
