@@ -2,6 +2,7 @@
 
 mod convert;
 mod deploy;
+mod fuzz;
 mod golden;
 mod layers;
 mod limits;
