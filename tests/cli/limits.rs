@@ -532,3 +532,22 @@ fn an_answer_without_choices_has_no_ttft() {
     assert_eq!(r["ttft_ms"], serde_json::Value::Null, "{r}");
     assert!(r["first_chunk_ms"].is_f64(), "{r}");
 }
+
+#[test]
+fn durations_on_the_command_line_are_bounded() {
+    for (tool, flag) in [
+        ("trace-replay", "--timeout"),
+        ("trace-replay", "--grace"),
+        ("trace-slice", "--to"),
+    ] {
+        let run = Cmd::new(tool)
+            .args([flag, "99999999999999999h"])
+            .stdin("")
+            .run();
+        refused(
+            &run,
+            2,
+            "`99999999999999999h` is longer than the limit of ten years (315360000000 ms)",
+        );
+    }
+}
