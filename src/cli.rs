@@ -103,16 +103,26 @@ pub fn main<A: Parser>(name: &'static str, run: fn(&A) -> Result<Outcome>) -> Ex
 
 /// Map a tool's result to its exit status, printing the error if any.
 pub fn finish(result: Result<Outcome>) -> ExitCode {
+    ExitCode::from(status(result))
+}
+
+/// As [`finish`], then exit the process at once, whatever other threads
+/// are doing (one blocked reading an input that has not ended).
+pub fn exit(result: Result<Outcome>) -> ! {
+    std::process::exit(i32::from(status(result)))
+}
+
+fn status(result: Result<Outcome>) -> u8 {
     match result {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::Negative) => ExitCode::from(1),
-        Ok(Outcome::Aborted) => ExitCode::from(3),
-        Ok(Outcome::Interrupted) => ExitCode::from(130),
-        Ok(Outcome::Signalled(sig)) => ExitCode::from(128u8.saturating_add(sig)),
-        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
+        Ok(Outcome::Success) => 0,
+        Ok(Outcome::Negative) => 1,
+        Ok(Outcome::Aborted) => 3,
+        Ok(Outcome::Interrupted) => 130,
+        Ok(Outcome::Signalled(sig)) => 128u8.saturating_add(sig),
+        Err(err) if err.is_broken_pipe() => 0,
         Err(err) => {
             eprint_line(&format!("{}: {err}", tool()));
-            ExitCode::from(2)
+            2
         }
     }
 }

@@ -3,7 +3,11 @@
 //! A bare number is refused: `--from 90` could mean seconds or
 //! milliseconds, and a wrong guess silently cuts the wrong window.
 
-/// Parse a duration into milliseconds.
+/// The longest duration: ten years of 365 days, in ms. Longer is a typo,
+/// and would overflow the timers it sets.
+pub const MAX_MS: f64 = 10.0 * 365.0 * 86_400_000.0;
+
+/// Parse a duration into milliseconds, at most [`MAX_MS`].
 pub fn parse_ms(text: &str) -> Result<f64, String> {
     let s = text.trim();
     if s.is_empty() {
@@ -50,6 +54,12 @@ pub fn parse_ms(text: &str) -> Result<f64, String> {
         };
         total += value * scale;
         rest = &rest[unit_len..];
+    }
+    if total > MAX_MS {
+        return Err(format!(
+            "`{text}` is longer than the limit of ten years ({} ms)",
+            crate::text::format_ms(MAX_MS)
+        ));
     }
     Ok(total)
 }

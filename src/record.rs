@@ -42,7 +42,7 @@ pub const MAX_TIMESTAMP_MS: f64 = 1.0e13;
 
 /// The longest span of time a field may give, ms: ten years of 365 days.
 /// Bounds `delay` and the observed times.
-pub const MAX_SPAN_MS: f64 = 10.0 * 365.0 * 86_400_000.0;
+pub const MAX_SPAN_MS: f64 = crate::duration::MAX_MS;
 
 /// The fields the table of man/tracekit.7 defines, in its order.
 pub const KNOWN_FIELDS: &[&str] = &[

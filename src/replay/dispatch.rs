@@ -121,10 +121,19 @@ impl Dispatcher<'_> {
         let mut schedule: Schedule<Prepared> = Schedule::new(pace);
         // Fill the read-ahead before the clock starts, so the first
         // requests never wait for a prompt to be synthesized.
-        while schedule.queued() < READ_AHEAD && !self.reader_done {
-            match self.read().await {
-                Some(r) => self.accept(r, &mut schedule),
-                None => self.reader_done = true,
+        // A stop is heard here too: an input that has not ended (a pipe
+        // still open) may never fill the read-ahead.
+        let shared = self.shared.clone();
+        while schedule.queued() < READ_AHEAD
+            && !self.reader_done
+            && !shared.stopping.load(Ordering::SeqCst)
+        {
+            tokio::select! {
+                r = self.read() => match r {
+                    Some(r) => self.accept(r, &mut schedule),
+                    None => self.reader_done = true,
+                },
+                () = shared.stop_signal.notified() => {}
             }
         }
         if let Some(e) = self.failure.take() {
@@ -632,7 +641,10 @@ impl Dispatcher<'_> {
             self.unsent(req, due, false);
         }
         if !failed {
-            while let Some(r) = self.read().await {
+            // The rest of the input, as long as it comes: an input that has
+            // not ended (a pipe still open) may send nothing more, and the
+            // records it sent have their results.
+            while let Ok(Some(r)) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
                 match r {
                     Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
                     Read::Failed(e) => {
@@ -653,6 +665,10 @@ impl Dispatcher<'_> {
         }
     }
 }
+
+/// After a stop, how long the input may send nothing before the records
+/// it has not sent are given up on.
+const STALLED_INPUT: Duration = Duration::from_millis(500);
 
 /// Whether the kernel says the clock is synchronized (adjtimex does not
 /// report TIME_ERROR); true where that cannot be read.

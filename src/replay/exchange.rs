@@ -80,24 +80,32 @@ impl Measure {
                 .unwrap_or_else(|| err.to_string());
             self.error.get_or_insert(one_line(&msg));
         }
-        if let Some(choices) = a.choices {
-            if self.first_chunk_ms.is_none() {
-                self.first_chunk_ms = Some(at_ms);
+        // A whole body has no first token to time: its arrival is its
+        // first chunk, and TTFT stays null.
+        if whole_body && self.first_chunk_ms.is_none() {
+            self.first_chunk_ms = Some(at_ms);
+        }
+        // A chunk carrying `choices`, even empty, is vLLM's first chunk.
+        if a.choices.is_some() && self.first_chunk_ms.is_none() {
+            self.first_chunk_ms = Some(at_ms);
+        }
+        let choices = a.choices.unwrap_or_default();
+        if whole_body && choices.is_empty() {
+            self.error.get_or_insert("no choices in the answer".into());
+        }
+        let mut content = false;
+        for c in choices {
+            content |= c.has_content();
+            if let Some(f) = c.finish_reason {
+                self.finish_reason = Some(f.into_owned());
             }
-            let mut content = false;
-            for c in choices {
-                content |= c.has_content();
-                if let Some(f) = c.finish_reason {
-                    self.finish_reason = Some(f.into_owned());
-                }
+        }
+        if content && !whole_body {
+            match self.last_content_ms {
+                None => self.ttft_ms = Some(at_ms),
+                Some(last) => self.itl_ms.push(at_ms - last),
             }
-            if content || whole_body {
-                match self.last_content_ms {
-                    None => self.ttft_ms = Some(at_ms),
-                    Some(last) => self.itl_ms.push(at_ms - last),
-                }
-                self.last_content_ms = Some(at_ms);
-            }
+            self.last_content_ms = Some(at_ms);
         }
         if let Some(u) = a.usage {
             self.prompt_tokens = u.prompt_tokens;

@@ -220,6 +220,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
             .map_err(|e| Error::msg(format!("cannot start a thread: {e}")))?;
         (Results::Thread(tx), Some(thread))
     };
+    let dispatcher_results = results.clone();
+    let mut finishing = Some((results, writer_thread));
     let (records_tx, records_rx) = tokio::sync::mpsc::channel(READ_AHEAD / READ_BATCH);
     let signal = {
         let shared = shared.clone();
@@ -244,7 +246,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             args,
             shared: shared.clone(),
             target,
-            results: results.clone(),
+            results: dispatcher_results,
             control: control_rx,
             records: Some(records_rx),
             unread: VecDeque::new(),
@@ -286,6 +288,20 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 crate::text::plural(short_turns)
             ));
         }
+        if matches!(ended, Ok(true)) && failure.is_none() && !reader.is_finished() {
+            // Stopped while the input has not ended (a pipe still open):
+            // its reader is blocked in a read that may never return, and
+            // every record it passed on has its result. End here.
+            drop(dispatcher.results);
+            let (results, writer_thread) = finishing.take().expect("taken once");
+            let written = finish_results(results, writer_thread);
+            let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
+            final_line(args, &shared, &lag, late, elapsed_ms, None, None);
+            cli::exit(match written {
+                Err(e) if !e.is_broken_pipe() => Err(e),
+                _ => Ok(stop_outcome()),
+            });
+        }
         let _ = reader.join();
         if unknown_after > MAX_UNKNOWN_WARNINGS {
             cli::warn(format!(
@@ -296,6 +312,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
     });
     signal.abort();
     drop(runtime);
+    let (results, writer_thread) = finishing.take().expect("taken once");
     let written = finish_results(results, writer_thread);
     drop(sim_runtime);
     let interrupted = ended?;
@@ -327,13 +344,18 @@ pub fn run(args: &Args) -> Result<Outcome> {
     Ok(if aborted.is_some() {
         Outcome::Aborted
     } else if interrupted {
-        match STOPPED_BY.load(Ordering::SeqCst) {
-            0 | libc::SIGINT => Outcome::Interrupted,
-            sig => Outcome::Signalled(u8::try_from(sig).unwrap_or(0)),
-        }
+        stop_outcome()
     } else {
         Outcome::Success
     })
+}
+
+/// How a run stopped by a signal ends: 130 for Ctrl-C, 128 + the signal.
+fn stop_outcome() -> Outcome {
+    match STOPPED_BY.load(Ordering::SeqCst) {
+        0 | libc::SIGINT => Outcome::Interrupted,
+        sig => Outcome::Signalled(u8::try_from(sig).unwrap_or(0)),
+    }
 }
 
 /// The signal that stopped the run (0: none).

@@ -494,3 +494,60 @@ fn no_credential_reaches_any_output() {
         );
     }
 }
+
+fn empty_choices(body: &str) -> Answer {
+    if body.contains("\"stream\":true") {
+        Answer::sse(
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":0}}\n\ndata: [DONE]\n\n",
+            1000,
+        )
+    } else {
+        Answer::json("200 OK", r#"{"choices":[]}"#)
+    }
+}
+
+#[test]
+fn an_answer_without_choices_has_no_ttft() {
+    let server = Scripted::start(empty_choices);
+    let trace = "{\"timestamp\":0,\"text_input\":\"hi\",\"output_length\":2}\n";
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--no-stream", "--url", &server.url])
+        .stdin(trace)
+        .run();
+    run.code(0);
+    let r = &run.json_lines()[0];
+    assert_eq!(r["status"], "error", "{r}");
+    assert_eq!(r["error"], "no choices in the answer", "{r}");
+    assert_eq!(r["ttft_ms"], serde_json::Value::Null, "{r}");
+    assert_eq!(r["first_chunk_ms"], r["e2e_ms"], "{r}");
+    // Streamed: chunks with empty choices are vLLM's first chunk, and
+    // no content means no TTFT.
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", &server.url])
+        .stdin(trace)
+        .run();
+    run.code(0);
+    let r = &run.json_lines()[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["ttft_ms"], serde_json::Value::Null, "{r}");
+    assert!(r["first_chunk_ms"].is_f64(), "{r}");
+}
+
+#[test]
+fn durations_on_the_command_line_are_bounded() {
+    for (tool, flag) in [
+        ("trace-replay", "--timeout"),
+        ("trace-replay", "--grace"),
+        ("trace-slice", "--to"),
+    ] {
+        let run = Cmd::new(tool)
+            .args([flag, "99999999999999999h"])
+            .stdin("")
+            .run();
+        refused(
+            &run,
+            2,
+            "`99999999999999999h` is longer than the limit of ten years (315360000000 ms)",
+        );
+    }
+}

@@ -4,6 +4,7 @@ mod aiperf_mooncake;
 mod conventions;
 mod convert;
 mod deploy;
+mod fuzz;
 mod golden;
 mod layers;
 mod limits;

@@ -83,3 +83,51 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_status() {
         assert_eq!(ok + cancelled, 100);
     }
 }
+
+/// Wait (boundedly) until process `pid` catches `sig`: its handler is in.
+fn wait_for_handler(pid: u32, sig: i32) {
+    for _ in 0..500 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << (sig - 1)) != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("process {pid} never caught signal {sig}");
+}
+
+#[test]
+fn ctrl_c_while_the_input_has_not_ended_stops_at_once() {
+    use std::io::Write;
+    let dir = TestDir::new("signal-open-input");
+    let mut child = Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args(["--sim", "--quiet", "-o", "out.ndjson"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three records, and the input left open, as `(cat t; sleep 100) |`.
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(trace(3, 10).as_bytes()).unwrap();
+    input.flush().unwrap();
+    wait_for_handler(child.id(), libc::SIGINT);
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    drop(input);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(statuses(&dir, 3), vec!["cancelled"; 3]);
+}
