@@ -1000,6 +1000,50 @@ fn check_observed(v: &RawValue, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// What a transforming tool made of one record.
+pub enum Edit {
+    /// Changed: write the record.
+    Changed,
+    /// Untouched: write the input line as it was, byte for byte.
+    Unchanged,
+}
+
+/// The loop of a tool that rewrites records one by one (trace-rescale,
+/// trace-synth): each record parsed and given to `edit` with its 0-based
+/// position, written as `edit` says; a bad record stops the tool or, with
+/// --skip-invalid, is skipped with a warning. Returns how many records
+/// were read.
+pub fn rewrite_each(
+    lines: &mut crate::io::Lines,
+    out: &mut crate::io::Output,
+    skipper: &mut crate::cli::Skipper,
+    mut edit: impl FnMut(&mut Record, u64) -> Result<Edit, FieldError>,
+) -> crate::error::Result<u64> {
+    let mut read = 0u64;
+    let mut buf = Vec::with_capacity(1 << 16);
+    while let Some((loc, line)) = lines.next_line()? {
+        let index = read;
+        read += 1;
+        let mut rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => {
+                skipper.skip(e)?;
+                continue;
+            }
+        };
+        match edit(&mut rec, index) {
+            Ok(Edit::Changed) => {
+                buf.clear();
+                rec.write_json(&mut buf);
+                out.write_line(&buf)?;
+            }
+            Ok(Edit::Unchanged) => out.write_line(line.as_bytes())?,
+            Err(e) => skipper.skip(e.at(&loc))?,
+        }
+    }
+    Ok(read)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

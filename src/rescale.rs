@@ -7,7 +7,7 @@ use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, FieldError, Result};
 use crate::io::{self, Lines, Output, Rereadable};
-use crate::record::{self, DEFAULT_BLOCK_SIZE, Record, blocks_for};
+use crate::record::{self, DEFAULT_BLOCK_SIZE, Edit, Record, blocks_for};
 use crate::text::plural;
 
 const EXAMPLES: &str = "\
@@ -193,28 +193,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut skipper = Skipper::new(&args.skip_invalid);
     let mut fixed_prompts = 0u64;
-    let mut read = 0u64;
-    let mut buf = Vec::with_capacity(1024);
-    while let Some((loc, line)) = lines.next_line()? {
-        read += 1;
-        let mut rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => {
-                skipper.skip(e)?;
-                continue;
-            }
-        };
-        match transform(&mut rec, args, &mut plan) {
-            Ok(fixed) => fixed_prompts += u64::from(fixed),
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
-        }
-        buf.clear();
-        rec.write_json(&mut buf);
-        out.write_line(&buf)?;
-    }
+    let read = record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, _| {
+        let fixed = transform(rec, args, &mut plan)?;
+        fixed_prompts += u64::from(fixed);
+        Ok(Edit::Changed)
+    })?;
     if fixed_prompts > 0 && args.touches_tokens() {
         cli::warn(format!(
             "{fixed_prompts} record{} with a fixed prompt (`text_input`, `messages`, `payload` or `prompt_token_ids`) passed through with {} lengths unchanged",

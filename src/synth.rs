@@ -6,7 +6,7 @@ use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::error::Result;
 use crate::io::{self, Lines, Output};
 use crate::prompts::{DEFAULT_SEED, PromptForm, add_prompt, synthesizer};
-use crate::record::{DEFAULT_BLOCK_SIZE, Record};
+use crate::record::{self, DEFAULT_BLOCK_SIZE, Edit};
 use crate::tokenizer::{self};
 
 const EXAMPLES: &str = "\
@@ -107,35 +107,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut lines = Lines::new(&inputs);
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut skipper = Skipper::new(&args.skip_invalid);
-    let mut index = 0u64;
-    let mut buf = Vec::with_capacity(1 << 16);
-    while let Some((loc, line)) = lines.next_line()? {
-        let key = index;
-        index += 1;
-        let mut rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => {
-                skipper.skip(e)?;
-                continue;
-            }
-        };
-        match add_prompt(&mut rec, &synth, form, key) {
-            Ok(true) => {}
-            Ok(false) => {
-                out.write_line(line.as_bytes())?;
-                continue;
-            }
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
-        }
-        buf.clear();
-        rec.write_json(&mut buf);
-        out.write_line(&buf)?;
-    }
+    let read = record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, key| {
+        Ok(match add_prompt(rec, &synth, form, key)? {
+            true => Edit::Changed,
+            false => Edit::Unchanged,
+        })
+    })?;
     skipper.finish();
-    if index == 0 {
+    if read == 0 {
         cli::warn_empty_input();
     }
     out.finish()?;

@@ -213,10 +213,10 @@ pub fn prepare(
 ) -> std::result::Result<Prepared, PrepareError> {
     let mut base = outline(rec, index, opts)?;
     if is_delta(rec)? {
-        if opts.endpoint != Endpoint::Chat || rec.get("messages").is_none() {
+        if opts.endpoint != Endpoint::Chat {
             return Err(FieldError::new(
                 "message_mode",
-                "\"delta\" continues a chat conversation: it needs `messages` and --endpoint chat",
+                "\"delta\" continues a chat conversation: it needs --endpoint chat",
             )
             .into());
         }

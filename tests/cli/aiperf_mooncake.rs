@@ -89,8 +89,13 @@ fn slice_window_keeps_later_turns_with_their_session() {
         .args(["--from", "1s"])
         .arg(example("multi_turn.jsonl"))
         .run();
-    run.ok();
+    run.code(0);
     assert_eq!(run.stdout_str(), "");
+    assert!(
+        run.stderr.contains("0 records written of 2 read"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
