@@ -186,7 +186,7 @@ pub struct InputArgs {
 #[derive(Args, Clone, Debug, Default)]
 pub struct OutputArgs {
     /// Write to FILE instead of standard output; a name ending in `.gz`
-    /// is gzip-compressed.
+    /// is gzip-compressed, one ending in `.zst` zstd-compressed.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

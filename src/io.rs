@@ -1,8 +1,9 @@
 //! Reading inputs and writing outputs the same way in every tool.
 //!
-//! Inputs are paths or `-` (standard input); gzip is recognised by its magic
-//! bytes, so a compressed file named `trace.jsonl` or a gzip stream on stdin
-//! both work, and concatenated gzip members are read to the end. Lines are
+//! Inputs are paths or `-` (standard input); gzip, zstd and xz are
+//! recognised by their magic bytes, so a compressed file named `trace.jsonl`
+//! or a compressed stream on stdin both work, and concatenated members
+//! (frames, streams) are read to the end. Lines are
 //! counted physically (blank lines too), so `FILE:LINE` in a message is the
 //! line an editor shows.
 
@@ -88,10 +89,26 @@ pub fn open_input(spec: &InputSpec) -> Result<Box<dyn BufRead + Send>> {
             READ_BUFFER,
             MultiGzDecoder::new(reader),
         )))
+    } else if head.starts_with(&ZSTD_MAGIC) {
+        // Reads every frame, as `zstd -d` does.
+        let decoder =
+            zstd::stream::read::Decoder::with_buffer(reader).map_err(|e| Error::io(&*name, e))?;
+        Ok(Box::new(BufReader::with_capacity(READ_BUFFER, decoder)))
+    } else if head.starts_with(&XZ_MAGIC) {
+        Ok(Box::new(BufReader::with_capacity(
+            READ_BUFFER,
+            liblzma::bufread::XzDecoder::new_multi_decoder(reader),
+        )))
     } else {
         Ok(Box::new(reader))
     }
 }
+
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// The first bytes of an xz stream.
+const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0x00];
 
 /// Reads non-blank lines, counting physical lines, reusing one buffer.
 pub struct LineReader {
@@ -287,6 +304,7 @@ enum Sink {
     Stdout(BufWriter<io::Stdout>),
     File(BufWriter<File>),
     Gzip(GzEncoder<BufWriter<File>>),
+    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
 }
 
 #[cfg(unix)]
@@ -336,7 +354,8 @@ pub fn raise_open_files_limit() -> Option<u64> {
     None
 }
 
-/// Where records go: standard output or `-o FILE` (`.gz` compresses).
+/// Where records go: standard output or `-o FILE` (`.gz` compresses with
+/// gzip, `.zst` with zstd).
 ///
 /// Writes are buffered; on a terminal, or when asked, every line is flushed
 /// as it is written. `finish` must be called: it flushes and completes the
@@ -359,6 +378,10 @@ impl Output {
                 let buffered = BufWriter::with_capacity(WRITE_BUFFER, file);
                 let sink = if name.ends_with(".gz") {
                     Sink::Gzip(GzEncoder::new(buffered, Compression::default()))
+                } else if name.ends_with(".zst") {
+                    let encoder = zstd::stream::write::Encoder::new(buffered, 0)
+                        .map_err(|e| Error::io(&name, e))?;
+                    Sink::Zstd(encoder)
                 } else {
                     Sink::File(buffered)
                 };
@@ -386,7 +409,7 @@ impl Output {
     /// a write never waits for a reader, unlike a pipe or a terminal.
     pub fn is_file(&self) -> bool {
         match &self.sink {
-            Sink::File(_) | Sink::Gzip(_) => true,
+            Sink::File(_) | Sink::Gzip(_) | Sink::Zstd(_) => true,
             Sink::Stdout(_) => stdout_is_file(),
         }
     }
@@ -405,6 +428,7 @@ impl Output {
             Sink::Stdout(w) => w,
             Sink::File(w) => w,
             Sink::Gzip(w) => w,
+            Sink::Zstd(w) => w,
         }
     }
 
@@ -439,6 +463,7 @@ impl Output {
             Sink::Stdout(mut w) => w.flush(),
             Sink::File(mut w) => w.flush(),
             Sink::Gzip(w) => w.finish().and_then(|mut b| b.flush()),
+            Sink::Zstd(w) => w.finish().and_then(|mut b| b.flush()),
         };
         result.map_err(|e| Error::io(name, e))
     }

@@ -118,3 +118,53 @@ fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
         ]
     );
 }
+
+#[test]
+fn zstd_and_xz_inputs_are_recognised_and_zst_outputs_written() {
+    use std::io::Write;
+    let plain = std::fs::read(data("aiperf_mooncake/fixed_schedule.jsonl")).unwrap();
+    let text = String::from_utf8(plain.clone()).unwrap();
+    let (first, rest) = text.split_at(text.find('\n').unwrap() + 1);
+    // Two zstd frames, as `cat a.zst b.zst` leaves them.
+    let mut zst = zstd::encode_all(first.as_bytes(), 3).unwrap();
+    zst.extend(zstd::encode_all(rest.as_bytes(), 3).unwrap());
+    // Two xz streams, likewise.
+    let mut xz = Vec::new();
+    for part in [first, rest] {
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 6);
+        enc.write_all(part.as_bytes()).unwrap();
+        xz.extend(enc.finish().unwrap());
+    }
+    let dir = crate::util::TestDir::new("compressed-inputs");
+    // Names that do not say how they are compressed: the content does.
+    let zst_file = dir.write("trace-zst.jsonl", &zst);
+    let xz_file = dir.write("trace-xz.jsonl", &xz);
+    for (file, bytes) in [(&zst_file, &zst), (&xz_file, &xz)] {
+        let run = Cmd::new("trace-validate").arg(file).run();
+        run.ok();
+        assert_eq!(run.stdout, plain, "{}", file.display());
+        let run = Cmd::new("trace-validate").stdin(bytes.clone()).run();
+        run.ok();
+        assert_eq!(run.stdout, plain, "stdin");
+        let run = Cmd::new("trace-convert")
+            .args(["--from", "mooncake"])
+            .arg(file)
+            .run();
+        run.code(0);
+        assert_eq!(run.stdout, plain, "{}", file.display());
+    }
+    let out = dir.join("sliced.jsonl.zst");
+    let run = Cmd::new("trace-slice")
+        .args(["--head", "2", "-o"])
+        .arg(&out)
+        .arg(&xz_file)
+        .run();
+    run.ok();
+    let written = std::fs::read(&out).unwrap();
+    assert_eq!(written[..4], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    let lines: Vec<&str> = text.lines().take(2).collect();
+    assert_eq!(
+        String::from_utf8(zstd::decode_all(&written[..]).unwrap()).unwrap(),
+        format!("{}\n{}\n", lines[0], lines[1])
+    );
+}
