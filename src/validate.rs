@@ -203,17 +203,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 field_errors.push(e);
             }
         }
-        if rec
+        let delta = rec
             .get("message_mode")
-            .is_some_and(|m| m.get().trim() == "\"delta\"")
-        {
-            if !follows {
-                field_errors.push(FieldError::new(
-                    "message_mode",
-                    "\"delta\" continues a conversation, but this record has no `after` and no \
-                     earlier turn of its `session_id`",
-                ));
-            }
+            .is_some_and(|m| m.get().trim() == "\"delta\"");
+        if delta && !follows {
+            field_errors.push(FieldError::new(
+                "message_mode",
+                "\"delta\" continues a conversation, but this record has no `after` and no \
+                 earlier turn of its `session_id`",
+            ));
         }
         for id in checked.after.iter().flatten() {
             if !state.ids.contains(id) {
