@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim, Tls};
-use crate::util::{Cmd, Run, TestDir, bin, data};
+use crate::util::{Cmd, Run, TestDir, bin, data, spawn_sim_replay};
 
 fn trace(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
@@ -1034,21 +1034,7 @@ fn bad_records_stop_the_run_before_it_starts() {
 /// Spawn trace-replay writing to a file, with a slow trace.
 fn slow_replay(dir: &TestDir, n: usize, gap_ms: u64) -> std::process::Child {
     dir.write("slow.jsonl", text_trace(n, gap_ms, 2));
-    Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args([
-            "--sim",
-            "--quiet",
-            "--grace",
-            "2s",
-            "-o",
-            "out.ndjson",
-            "slow.jsonl",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_sim_replay(dir, "slow.jsonl")
 }
 
 /// Wait for `after` results of a `slow_replay`, interrupt it with SIGINT,
@@ -1451,6 +1437,19 @@ fn delta_turns_continue_the_conversation_as_sent_and_answered() {
     }
 }
 
+/// Each result's (prompt_tokens, cached_tokens), of a run that exits 0
+/// with `n` results.
+fn prompt_and_cached(run: &Run, n: usize) -> Vec<(u64, u64)> {
+    run.code(0);
+    by_index(run, n)
+        .values()
+        .map(|r| {
+            let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}"));
+            (count("prompt_tokens"), count("cached_tokens"))
+        })
+        .collect()
+}
+
 #[test]
 fn the_simulator_caches_its_own_answers_for_the_turns_that_carry_them() {
     let sim = Sim::start(&["--itl-ms", "0"]);
@@ -1472,19 +1471,7 @@ fn the_simulator_caches_its_own_answers_for_the_turns_that_carry_them() {
             {"role": "user", "content": long.join(" ")},
             {"role": "assistant", "content": recorded.join(" ")}, next]}),
     ]);
-    let cached = |input: &str| -> Vec<(u64, u64)> {
-        let run = replay(&["--url", &sim.url], input);
-        run.code(0);
-        by_index(&run, 2)
-            .values()
-            .map(|r| {
-                (
-                    r["prompt_tokens"].as_u64().unwrap(),
-                    r["cached_tokens"].as_u64().unwrap(),
-                )
-            })
-            .collect()
-    };
+    let cached = |input: &str| prompt_and_cached(&replay(&["--url", &sim.url], input), 2);
     // Turn 2: 1,024 + 512 + 3 words; with the live answer its first three
     // blocks (the prompt's two, the answer's one) are cached.
     assert_eq!(cached(&live), [(1024, 0), (1539, 1536)]);
@@ -1507,17 +1494,7 @@ fn live_answers_put_the_servers_own_answer_in_later_synthesized_turns() {
         let sim = Sim::start(&["--itl-ms", "0"]);
         let mut args = vec!["--url", sim.url.as_str()];
         args.extend_from_slice(flags);
-        let run = replay(&args, &input);
-        run.code(0);
-        by_index(&run, 2)
-            .values()
-            .map(|r| {
-                (
-                    r["prompt_tokens"].as_u64().unwrap(),
-                    r["cached_tokens"].as_u64().unwrap(),
-                )
-            })
-            .collect()
+        prompt_and_cached(&replay(&args, &input), 2)
     };
     // As recorded: turn 2's third block is the trace's, not the answer the
     // server gave, so only the two shared prompt blocks are cached.
@@ -1539,13 +1516,7 @@ fn ctrl_c_mid_graph_cancels_every_call_still_waiting_for_a_dependency() {
         json!({"id": "t", "timestamp": 120000, "text_input": "e", "output_length": 2}),
     ]);
     dir.write("slow.jsonl", &input);
-    let child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args(["--sim", "--quiet", "-o", "out.ndjson", "slow.jsonl"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_sim_replay(&dir, "slow.jsonl");
     let r = interrupt(&dir, child, 1, 5);
     assert_eq!(r[&0]["status"], "ok", "{}", r[&0]);
     for i in 1..5 {

@@ -2,7 +2,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::util::{Cmd, data};
+use crate::util::{Cmd, data, hash_ids as ids};
 
 fn parse(lines: &[String]) -> Vec<Value> {
     lines
@@ -20,13 +20,15 @@ fn rescale(args: &[&str], input: &[u8]) -> Vec<String> {
     run.lines()
 }
 
-fn ids(v: &Value) -> Vec<u64> {
-    v["hash_ids"]
-        .as_array()
+/// The bundled conversation trace, as bytes and as records.
+fn conversation_trace() -> (Vec<u8>, Vec<Value>) {
+    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
+    let lines: Vec<String> = String::from_utf8(input.clone())
         .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (input, parse(&lines))
 }
 
 #[test]
@@ -111,14 +113,7 @@ fn rate_and_duration_are_met() {
 
 #[test]
 fn shrinking_prompts_keeps_leading_blocks() {
-    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
-    let orig = parse(
-        &String::from_utf8(input.clone())
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>(),
-    );
+    let (input, orig) = conversation_trace();
     let got = parse(&rescale(
         &["--input-scale", "0.3", "--max-input", "3000"],
         &input,
@@ -133,14 +128,7 @@ fn shrinking_prompts_keeps_leading_blocks() {
 
 #[test]
 fn growing_prompts_adds_fresh_blocks_and_keeps_sharing() {
-    let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
-    let orig = parse(
-        &String::from_utf8(input.clone())
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>(),
-    );
+    let (input, orig) = conversation_trace();
     let out = rescale(&["--input-scale", "2.5"], &input);
     // Still valid: block counts follow the new lengths.
     Cmd::new("trace-validate")

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{TestDir, bin};
+use crate::util::{TestDir, bin, spawn_sim_replay};
 
 /// `n` text records, `gap_ms` apart.
 fn trace(n: usize, gap_ms: u64) -> String {
@@ -50,21 +50,7 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_status() {
     for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
         let dir = TestDir::new(&format!("signal-{sig}"));
         dir.write("t.jsonl", trace(100, 100));
-        let child = Command::new(bin("trace-replay"))
-            .current_dir(&dir.path)
-            .args([
-                "--sim",
-                "--quiet",
-                "--grace",
-                "2s",
-                "-o",
-                "out.ndjson",
-                "t.jsonl",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_sim_replay(&dir, "t.jsonl");
         wait_for_lines(&dir.join("out.ndjson"), 3);
         let pid = i32::try_from(child.id()).unwrap();
         // SAFETY: kill(2) on the child this test started.

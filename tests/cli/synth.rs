@@ -1,6 +1,6 @@
 use serde_json::Value;
 
-use crate::util::{Cmd, data};
+use crate::util::{Cmd, data, hash_ids as ids};
 use tracekit::tokenizer::Tokenizer;
 
 /// The first `n` records of the Mooncake conversation trace.
@@ -13,15 +13,6 @@ fn synth(args: &[&str], input: &str) -> Vec<Value> {
     let run = Cmd::new("trace-synth").args(args).stdin(input).run();
     run.ok();
     run.json_lines()
-}
-
-fn ids(v: &Value) -> Vec<u64> {
-    v["hash_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
 }
 
 #[test]

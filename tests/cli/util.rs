@@ -243,3 +243,34 @@ pub fn assert_text_eq(want: &str, got: &str) {
         panic!("\ntexts differ\n==== want ====\n{want}\n==== got =====\n{got}\n==============");
     }
 }
+
+/// trace-replay against its in-process simulator in the background,
+/// replaying `trace` (a file in `dir`) into `dir/out.ndjson`, with a grace
+/// of 2 s: for tests that signal it.
+pub fn spawn_sim_replay(dir: &TestDir, trace: &str) -> std::process::Child {
+    Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args([
+            "--sim",
+            "--quiet",
+            "--grace",
+            "2s",
+            "-o",
+            "out.ndjson",
+            trace,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A record's `hash_ids`.
+pub fn hash_ids(v: &serde_json::Value) -> Vec<u64> {
+    v["hash_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
