@@ -5,6 +5,7 @@ mod deploy;
 mod golden;
 mod layers;
 mod man;
+mod otel;
 mod pipes;
 mod real_server;
 mod replay;
