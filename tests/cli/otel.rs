@@ -882,3 +882,107 @@ fn a_document_of_no_spans_is_an_error() {
         run.stderr
     );
 }
+
+#[test]
+fn phoenix_span_json_nested_attributes_and_error_status() {
+    let dir = TestDir::new("otel-phoenix");
+    let span = |id: &str, start: &str, end: &str, status: &str, prompt: u64| {
+        json!({"name": "ChatCompletion", "span_kind": "LLM", "parent_id": null,
+            "context": {"trace_id": "tr", "span_id": id},
+            "start_time": start, "end_time": end, "status_code": status,
+            "attributes": {"llm": {"model_name": "gpt-4o",
+                    "token_count": {"prompt": prompt, "completion": 5,
+                        "prompt_details": {"cache_read": 64}}},
+                "session": {"id": "sess-1"}}})
+    };
+    let doc = json!([
+        span(
+            "p1",
+            "2026-02-03T10:00:00.000000+00:00",
+            "2026-02-03T10:00:01.250000+00:00",
+            "OK",
+            100
+        ),
+        span(
+            "p2",
+            "2026-02-03T10:00:02.000000+00:00",
+            "2026-02-03T10:00:03.000000+00:00",
+            "ERROR",
+            120
+        ),
+        span(
+            "p3",
+            "2026-02-03T10:00:04.000000+00:00",
+            "2026-02-03T10:00:05.000000+00:00",
+            "UNSET",
+            140
+        ),
+    ]);
+    let path = dir.write("phoenix.json", serde_json::to_string_pretty(&doc).unwrap());
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    // The failed call is dropped, but it still ended before p3 started:
+    // p3 waits for p1 only among the records written.
+    let summary: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["id"],
+                r["timestamp"],
+                r["input_length"],
+                r["session_id"],
+                r["observed"]["cached_tokens"],
+                r["after"],
+                r["delay"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            json!(["p1", 0, 100, "sess-1", 64, null, null]),
+            json!(["p3", 4000, 140, "sess-1", 64, ["p1"], 2750]),
+        ]
+    );
+    assert!(
+        run.stderr
+            .contains("3 records read, 2 written, 1 dropped (1 failed)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_call_with_no_output_count_and_no_max_tokens_is_dropped_and_counted() {
+    let dir = TestDir::new("otel-nousage");
+    let spans = [
+        span(
+            "t",
+            "counted",
+            "",
+            &ns(0),
+            &ns(1_000_000),
+            json!({"gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1}),
+        ),
+        span(
+            "t",
+            "bare",
+            "",
+            &ns(2_000_000),
+            &ns(3_000_000),
+            json!({"gen_ai.operation.name": "chat"}),
+        ),
+    ];
+    let path = dir.write("t.jsonl", otlp(&spans));
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"], "counted");
+    assert!(
+        run.stderr
+            .contains("2 records read, 1 written, 1 dropped (1 with no output tokens)"),
+        "{}",
+        run.stderr
+    );
+}
