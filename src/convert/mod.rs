@@ -110,6 +110,13 @@ pub struct Args {
     #[arg(long)]
     pub keep_messages: bool,
 
+    /// Give the records of every source `after` and `delay` from the
+    /// dependency graph of their session (else trace), as otel input always
+    /// has them: for Langfuse observations of one trace, LiteLLM calls of
+    /// one session.
+    #[arg(long)]
+    pub graph: bool,
+
     /// Tokenizer for content hashing: o200k_base, cl100k_base, r50k_base,
     /// built in, or a Hugging Face tokenizer.json file.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
@@ -705,6 +712,11 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
     // Stable: ties keep the order they were read in.
     kept.sort_by_key(|r| r.start_ns);
 
+    if args.graph {
+        for r in kept.iter_mut().filter(|r| r.group.is_none()) {
+            r.group = r.session.clone().or_else(|| r.trace_id.clone());
+        }
+    }
     // The calls of one dependency group form one session: `delay` (for
     // readers of the trace that do not follow `after`) is within it.
     let mut group_sizes: HashMap<&str, u32> = HashMap::new();

@@ -986,3 +986,46 @@ fn a_call_with_no_output_count_and_no_max_tokens_is_dropped_and_counted() {
         run.stderr
     );
 }
+
+#[test]
+fn graph_flag_gives_langfuse_observations_of_one_trace_their_dependencies() {
+    let path = data("convert/ui_trace_download.openai-agents-2025-09-30.json");
+    let plain = Cmd::new("trace-convert").arg(&path).run();
+    plain.code(0);
+    assert!(!plain.stdout_str().contains("\"after\""));
+    let run = Cmd::new("trace-convert").arg("--graph").arg(&path).run();
+    let got = records(&run);
+    // 98870087af69bf06 ends at 09:04:00.999, 90d94774e8e3724d starts at
+    // 09:04:01.001 (1038 ms after the first started).
+    let summary: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["id"],
+                r["timestamp"],
+                r["session_id"],
+                r["after"],
+                r["delay"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            json!([
+                "98870087af69bf06",
+                0,
+                "fee618f96dc31e0ca38b2f7b26eb8b29",
+                null,
+                null
+            ]),
+            json!([
+                "90d94774e8e3724d",
+                1038,
+                "fee618f96dc31e0ca38b2f7b26eb8b29",
+                ["98870087af69bf06"],
+                2
+            ]),
+        ]
+    );
+}
