@@ -65,7 +65,9 @@ struct Call {
     req: Request,
     span: Option<String>,
     parent: Option<String>,
-    dup_key: Option<String>,
+    /// What makes two exports one call, hashed (128 bits: a collision is
+    /// as likely as between random numbers).
+    dup_key: Option<u128>,
 }
 
 /// Per input: the calls, and every span's parent (to find wrappers).
@@ -779,7 +781,7 @@ fn call(
     req.prompt = prompt(attrs).map(Box::new);
     let response_id = first_string(attrs, &["gen_ai.response.id", "ai.response.id"])?;
     let dup_key = start.map(|s| {
-        json!([
+        let key = json!([
             ids.trace,
             s,
             end,
@@ -787,8 +789,8 @@ fn call(
             req.model,
             req.input_length,
             output
-        ])
-        .to_string()
+        ]);
+        xxhash_rust::xxh3::xxh3_128(key.to_string().as_bytes())
     });
     st.tally.calls += 1;
     st.calls.push(Call {
@@ -835,7 +837,7 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
             at = parents.get(p).map(String::as_str);
         }
     }
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<u128> = HashSet::new();
     for c in calls {
         if c.span.as_ref().is_some_and(|s| wrappers.contains(s)) {
             tally.wrappers += 1;
