@@ -16,11 +16,13 @@ pub mod bailian;
 pub mod burstgpt;
 pub mod container;
 pub mod fields;
+pub mod graph;
 pub mod hashing;
 pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
 pub mod openai_batch;
+pub mod otel;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -54,8 +56,9 @@ Examples:
   Keep the conversations themselves, for an exact replay:
     trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
 
-/// Convert LiteLLM and Langfuse logs, OpenAI batches and public traces
-/// (Mooncake, Azure, BurstGPT, Bailian) to canonical trace records (JSONL).
+/// Convert LiteLLM and Langfuse logs, OpenTelemetry spans, OpenAI batches
+/// and public traces (Mooncake, Azure, BurstGPT, Bailian) to canonical trace
+/// records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
 /// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
@@ -107,6 +110,13 @@ pub struct Args {
     /// with this flag.
     #[arg(long)]
     pub keep_messages: bool,
+
+    /// Give the records of every source `after` and `delay` from the
+    /// dependency graph of their session (else trace), as otel input always
+    /// has them: for Langfuse observations of one trace, LiteLLM calls of
+    /// one session.
+    #[arg(long)]
+    pub graph: bool,
 
     /// Tokenizer for content hashing: o200k_base, cl100k_base, r50k_base,
     /// built in, or a Hugging Face tokenizer.json file.
@@ -165,6 +175,13 @@ pub const SOURCES: &[Source] = &[
         read: litellm::read,
         finish: None,
         takes_rate: false,
+    },
+    Source {
+        name: "otel",
+        help: "OpenTelemetry spans of model calls (GenAI conventions, OpenInference, Vercel AI SDK): OTLP JSON, Jaeger JSON, flat span lists",
+        sniff: otel::sniff,
+        read: otel::read,
+        finish: None,
     },
     Source {
         name: "langfuse",
@@ -299,6 +316,8 @@ pub struct Observed {
     pub ttft_ms: Option<f64>,
     /// Start to end, ms.
     pub e2e_ms: Option<f64>,
+    /// Prompt tokens read from a cache (part of `prompt_tokens`).
+    pub cached_tokens: Option<u64>,
 }
 
 /// The prompt as the log gives it.
@@ -335,6 +354,9 @@ pub struct Request {
     pub id: Option<String>,
     /// The trace it belongs to, to find its session in trace records.
     pub trace_id: Option<String>,
+    /// Calls of one group (trace or session) with ids and end times get
+    /// `after` and `delay` from [`graph`].
+    pub group: Option<String>,
     /// Observed figures.
     pub observed: Observed,
     /// Served, failed or cache hit.
@@ -364,6 +386,7 @@ impl Request {
             model: None,
             id: None,
             trace_id: None,
+            group: None,
             observed: Observed::default(),
             fate: Fate::Ok,
             prompt: None,
@@ -738,6 +761,35 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
     // Stable: ties keep the order they were read in.
     kept.sort_by_key(|r| r.start_ns);
 
+    if args.graph {
+        for r in kept.iter_mut().filter(|r| r.group.is_none()) {
+            r.group = r.session.clone().or_else(|| r.trace_id.clone());
+        }
+    }
+    // The calls of one dependency group form one session: `delay` (for
+    // readers of the trace that do not follow `after`) is within it.
+    let mut group_sizes: HashMap<&str, u32> = HashMap::new();
+    for r in kept.iter().filter(|r| r.id.is_some() && r.end_ns.is_some()) {
+        if let Some(g) = &r.group {
+            *group_sizes.entry(g.as_str()).or_insert(0) += 1;
+        }
+    }
+    let grouped: Vec<Option<String>> = kept
+        .iter()
+        .map(|r| {
+            r.group
+                .as_deref()
+                .filter(|g| group_sizes.get(g).is_some_and(|&n| n > 1))
+                .map(str::to_string)
+        })
+        .collect();
+    drop(group_sizes);
+    for (r, g) in kept.iter_mut().zip(grouped) {
+        if g.is_some() {
+            r.session = g;
+        }
+    }
+
     let mut counts: HashMap<&str, u32> = HashMap::new();
     for r in &kept {
         if let Some(s) = &r.session {
@@ -759,10 +811,24 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
     if let (Some(first), Some(last)) = (kept.first(), kept.last()) {
         summary.span_ms = ns_to_ms(last.start_ns - first.start_ns);
     }
+    let deps = dependencies(&kept);
     let mut last_end: HashMap<String, Option<i64>> = HashMap::new();
     let mut renumber = Renumber::default();
     let mut buf = Vec::with_capacity(4096);
-    for (req, session) in kept.into_iter().zip(is_session) {
+    for ((req, session), dep) in kept.into_iter().zip(is_session).zip(deps) {
+        if let Some((after, delay)) = dep {
+            if session {
+                last_end.insert(req.session.clone().expect("sessions have ids"), req.end_ns);
+            }
+            let mut rec = build(args, req, session, None, origin, &mut renumber);
+            rec.set("after", &after);
+            rec.set_ms("delay", delay);
+            buf.clear();
+            rec.write_json(&mut buf);
+            out.write_line(&buf)?;
+            summary.written += 1;
+            continue;
+        }
         let delay = if session {
             let name = req.session.clone().expect("sessions have ids");
             let prev = last_end.insert(name, req.end_ns);
@@ -780,6 +846,35 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
         summary.written += 1;
     }
     Ok(summary)
+}
+
+/// `after` ids and `delay` (ms) of the requests that have a dependency
+/// group, from [`graph::derive`].
+fn dependencies(kept: &[Request]) -> Vec<Option<(Vec<String>, f64)>> {
+    let mut index = Vec::new();
+    let mut nodes = Vec::new();
+    for (i, r) in kept.iter().enumerate() {
+        if let (Some(group), Some(_), Some(end)) = (&r.group, &r.id, r.end_ns) {
+            index.push(i);
+            nodes.push(graph::Node {
+                group,
+                start_ns: r.start_ns,
+                end_ns: end,
+            });
+        }
+    }
+    let mut out = vec![None; kept.len()];
+    for (k, d) in graph::derive(&nodes).into_iter().enumerate() {
+        if let Some(d) = d {
+            let after = d
+                .after
+                .iter()
+                .map(|&j| kept[index[j]].id.clone().expect("nodes have ids"))
+                .collect();
+            out[index[k]] = Some((after, ns_to_ms(d.gap_ns.max(0))));
+        }
+    }
+    out
 }
 
 fn ns_to_ms(ns: i64) -> f64 {
@@ -877,6 +972,9 @@ fn build(
     }
     if let Some(ms) = o.e2e_ms {
         obs.insert("e2e_ms".into(), ms_value(ms));
+    }
+    if let Some(n) = o.cached_tokens {
+        obs.insert("cached_tokens".into(), n.into());
     }
     if !obs.is_empty() || req.fate != Fate::Ok {
         obs.insert("status".into(), status.into());

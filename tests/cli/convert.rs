@@ -600,7 +600,7 @@ fn unrecognised_input_lists_the_formats() {
     run.code(2);
     assert_eq!(
         run.stderr,
-        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n"
+        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n"
     );
 }
 

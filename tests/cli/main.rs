@@ -9,6 +9,7 @@ mod golden;
 mod layers;
 mod limits;
 mod man;
+mod otel;
 mod pipes;
 mod real_server;
 mod real_traces;

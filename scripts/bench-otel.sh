@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# trace-convert --from otel throughput and memory on a Collector-style file
+# export: one ExportTraceServiceRequest per line, 100 spans a line, traces
+# of one agent span over nine chat spans (a chain of turns, the fourth and
+# fifth in parallel), token counts as protojson intValue strings.
+#
+#   scripts/bench-otel.sh                 # 1 M spans
+#   N=200000 scripts/bench-otel.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${N:-1000000}
+WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-otel}
+mkdir -p "$WORK"
+cargo build --release --quiet --bin trace-convert
+BIN=$PWD/target/release
+SPANS=$WORK/spans-$N.jsonl
+
+if [ ! -s "$SPANS" ]; then
+  python3 - "$N" "$SPANS" <<'PY'
+import json, sys
+n, path = int(sys.argv[1]), sys.argv[2]
+t0 = 1781627099248209120
+def kv(k, v):
+    if isinstance(v, str):
+        return {"key": k, "value": {"stringValue": v}}
+    return {"key": k, "value": {"intValue": str(v)}}
+def span(trace, sid, parent, start, end, attrs):
+    return {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": "chat",
+            "kind": 3, "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
+            "attributes": [kv(k, v) for k, v in attrs.items()], "status": {"code": 1}}
+with open(path, "w") as f:
+    batch = []
+    for i in range(n // 10):
+        trace = "%032x" % (i + 1)
+        base = t0 + i * 50_000_000
+        root = "%016x" % (i * 16 + 1)
+        batch.append(span(trace, root, "", base, base + 30_000_000_000,
+                          {"gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": "m"}))
+        at = base + 1_000_000
+        for k in range(9):
+            dur = 400_000_000 + (i * 7 + k) % 13 * 100_000_000
+            start = at if k != 4 else at - dur_prev  # the 5th starts with the 4th
+            batch.append(span(trace, "%016x" % (i * 16 + 2 + k), root, start, start + dur, {
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "azure/gpt-5.4",
+                "gen_ai.response.model": "azure/gpt-5.4", "gen_ai.conversation.id": "s%d" % i,
+                "gen_ai.usage.input_tokens": 1000 + 300 * k, "gen_ai.usage.output_tokens": 50 + k,
+                "gen_ai.usage.cache_read.input_tokens": 256 * k,
+                "gen_ai.response.time_to_first_token": 150_000_000 + k}))
+            dur_prev = dur
+            at = start + dur + 20_000_000
+        if len(batch) >= 100:
+            f.write(json.dumps({"resourceSpans": [{"resource": {"attributes": [kv("service.name", "bench")]},
+                    "scopeSpans": [{"scope": {"name": "bench"}, "spans": batch}]}]}, separators=(",", ":")) + "\n")
+            batch = []
+    if batch:
+        f.write(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": batch}]}]}) + "\n")
+PY
+fi
+
+echo "input: $(du -m "$SPANS" | cut -f1) MB, $N spans"
+/usr/bin/time -v "$BIN/trace-convert" --from otel "$SPANS" -o "$WORK/out.jsonl" 2> "$WORK/time.txt"
+grep -E "note:|Elapsed|User time|System time|Maximum resident" "$WORK/time.txt"
+echo "output: $(du -m "$WORK/out.jsonl" | cut -f1) MB, $(wc -l < "$WORK/out.jsonl") records"

@@ -1,0 +1,1031 @@
+//! trace-convert --from otel: the shared span files of real producers
+//! (values from the files themselves, checked by hand: offsets, durations,
+//! token counts, and `after`/`delay` as end-to-start gaps), and one small
+//! file of our own per attribute variant and per kind of bad input.
+
+use serde_json::{Value, json};
+
+use crate::util::{Cmd, Run, TestDir, data};
+
+fn fixture(name: &str) -> String {
+    data(&format!("convert/otel/{name}"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Convert, expect success and valid output, and return the records
+/// without `hash_ids` (checked apart).
+#[track_caller]
+fn records(run: &Run) -> Vec<Value> {
+    run.code(0);
+    let v = Cmd::new("trace-validate")
+        .args(["--check", "--strict"])
+        .stdin(run.stdout.clone())
+        .run();
+    v.code(0);
+    run.json_lines()
+        .into_iter()
+        .map(|mut r| {
+            r.as_object_mut().unwrap().remove("hash_ids");
+            r
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_records(got: &[Value], want: &[Value]) {
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g, w);
+    }
+}
+
+#[test]
+fn bifrost_gateway_tree_keeps_the_one_llm_call_with_its_nanosecond_ttft() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("bifrost.bigcodebench-0-zerostack.traces.jsonl"))
+        .run();
+    assert_records(
+        &records(&run),
+        &[
+            json!({"timestamp": 0, "input_length": 4061, "output_length": 116,
+            "model": "azure/gpt-5.4", "id": "c813277cabaa4730",
+            "observed": {"prompt_tokens": 4061, "completion_tokens": 116,
+                "ttft_ms": 4.825, "e2e_ms": 4129.673, "status": "ok"}}),
+        ],
+    );
+    assert!(
+        run.stderr.contains("recognised as otel input"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(": 15 spans read, 1 model call\n"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn bifrost_collector_export_out_of_order_parallel_calls() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("bifrost.gaia-0-claude-code.traces.jsonl"))
+        .run();
+    let obs = |i: u64, o: u64, ttft: f64, e2e: f64, cached: Option<u64>| {
+        let mut v = json!({"prompt_tokens": i, "completion_tokens": o,
+            "ttft_ms": ttft, "e2e_ms": e2e});
+        if let Some(c) = cached {
+            v["cached_tokens"] = c.into();
+        }
+        v["status"] = "ok".into();
+        v
+    };
+    let rec = |t: Value, id: &str, i: u64, o: u64, observed: Value| {
+        json!({"timestamp": t, "input_length": i, "output_length": o,
+            "model": "azure/gpt-5.4", "id": id, "observed": observed})
+    };
+    // Each call is its own trace: no dependencies.
+    assert_records(
+        &records(&run),
+        &[
+            rec(
+                json!(0),
+                "02efa845dc2246c1",
+                11247,
+                1016,
+                obs(11247, 1016, 165.212, 36470.447, None),
+            ),
+            rec(
+                json!(2.144),
+                "9bfba7da476f4f2a",
+                10474,
+                1056,
+                obs(10474, 1056, 11.663, 33230.587, None),
+            ),
+            rec(
+                json!(69312.101),
+                "d490d6d77d754b01",
+                24372,
+                2837,
+                obs(24372, 2837, 24.798, 56461.573, Some(4224)),
+            ),
+            rec(
+                json!(69313.403),
+                "8daeb27a13bc48d8",
+                10383,
+                934,
+                obs(10383, 934, 368.551, 22621.791, Some(4224)),
+            ),
+            rec(
+                json!(125790.552),
+                "fbef875edd5e4af4",
+                25687,
+                525,
+                obs(25687, 525, 163.157, 15189.954, Some(21888)),
+            ),
+        ],
+    );
+    assert!(
+        run.stderr.contains(": 8 spans read, 5 model calls\n"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn exgentic_flat_spans_duplicates_left_out_and_a_chain_in_the_session() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("exgentic.tau2_retail_claude_code_315397.json"))
+        .run();
+    assert_records(
+        &records(&run),
+        &[
+            json!({"timestamp": 0, "input_length": 1690, "output_length": 161,
+                "session_id": "6c59de4e", "model": "openai/gpt-oss-120b", "id": "3279bd88e74c0780",
+                "observed": {"prompt_tokens": 1690, "completion_tokens": 161, "e2e_ms": 16.725, "status": "ok"}}),
+            // 10:27:24.044838 - 10:27:22.608792 = 1436.046 ms.
+            json!({"timestamp": 1452.771, "input_length": 1780, "output_length": 54,
+                "session_id": "6c59de4e", "model": "openai/gpt-oss-120b", "id": "76d76fb8524c7ed3",
+                "observed": {"prompt_tokens": 1780, "completion_tokens": 54, "e2e_ms": 8.945, "status": "ok"},
+                "after": ["3279bd88e74c0780"], "delay": 1436.046}),
+        ],
+    );
+    assert!(
+        run.stderr
+            .contains(": 7 spans read, 4 model calls (2 duplicates left out)\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("has no time zone; naive date-times are taken as UTC")
+    );
+}
+
+#[test]
+fn inference_perf_predecessor_parents_are_turns_not_wrappers() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("inference-perf.prefix_sharing_example.json"))
+        .run();
+    let rec = |t: u64, id: &str, i: u64, o: u64, e2e: u64| {
+        json!({"timestamp": t, "input_length": i, "output_length": o, "model": "gpt-4o", "id": id,
+            "observed": {"prompt_tokens": i, "completion_tokens": o, "e2e_ms": e2e, "status": "ok"}})
+    };
+    // Turn k's parent is turn k-1: one trace, one session, a chain.
+    let conv = |r: Value| {
+        let mut m = r.as_object().unwrap().clone();
+        let mut out = serde_json::Map::new();
+        for (k, v) in m.iter_mut() {
+            if k == "model" {
+                out.insert("session_id".into(), json!("conversation_trace"));
+            }
+            out.insert(k.clone(), v.clone());
+        }
+        Value::Object(out)
+    };
+    let after = |r: Value, id: &str, delay: u64| {
+        let mut r = conv(r);
+        r["after"] = json!([id]);
+        r["delay"] = delay.into();
+        r
+    };
+    assert_records(
+        &records(&run),
+        &[
+            rec(0, "span_independent_1", 50, 20, 1000),
+            rec(2000, "span_independent_2", 45, 15, 1000),
+            conv(rec(4000, "span_conv_turn1", 100, 50, 1000)),
+            after(
+                rec(6000, "span_conv_turn2", 180, 60, 1500),
+                "span_conv_turn1",
+                1000,
+            ),
+            after(
+                rec(8000, "span_conv_turn3", 270, 70, 1800),
+                "span_conv_turn2",
+                500,
+            ),
+            after(
+                rec(10000, "span_conv_turn4", 380, 55, 1500),
+                "span_conv_turn3",
+                200,
+            ),
+            rec(12000, "span_independent_3", 40, 10, 1000),
+        ],
+    );
+}
+
+#[test]
+fn spans_without_token_counts_take_max_tokens_and_say_so() {
+    let path = fixture("inference-perf.simple_chain.json");
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    let lengths: Vec<_> = got
+        .iter()
+        .map(|r| {
+            (
+                r["timestamp"].clone(),
+                r["output_length"].clone(),
+                r["observed"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lengths,
+        vec![
+            (
+                json!(0),
+                json!(500),
+                json!({"e2e_ms": 2500, "status": "ok"})
+            ),
+            (
+                json!(3000),
+                json!(500),
+                json!({"e2e_ms": 2000, "status": "ok"})
+            ),
+            (
+                json!(6000),
+                json!(500),
+                json!({"e2e_ms": 2000, "status": "ok"})
+            ),
+        ]
+    );
+    assert_eq!(got[1]["after"], json!(["capital_question"]));
+    assert_eq!(got[1]["delay"], json!(500));
+    assert_eq!(got[2]["after"], json!(["landmarks_question"]));
+    assert_eq!(got[2]["delay"], json!(1000));
+    assert_eq!(got[0]["session_id"], json!("session"));
+    // No prompt count: the prompt text is tokenized (o200k_base).
+    assert_eq!(got[0]["input_length"], json!(12));
+    assert!(
+        run.stderr.contains(&format!(
+            "{path}:8: warning: span capital_question: no output token count; output_length is its gen_ai.request.max_tokens (500), and so for 2 more"
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn jaeger_download_microseconds_and_the_model_name_behind_unknown() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("ioa-observe.jaeger.get-inventory.json"))
+        .run();
+    let got = records(&run);
+    let summary: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["timestamp"],
+                r["id"],
+                r["input_length"],
+                r["output_length"],
+                r["observed"]["e2e_ms"],
+                r["observed"]["cached_tokens"],
+                r["after"],
+                r["delay"]
+            ])
+        })
+        .collect();
+    // Delays: 7389.553 - 7200.834; 10275.387 - (7389.553 + 1833.146);
+    // 16818.745 - (10275.387 + 6483.561).
+    assert_eq!(
+        summary,
+        vec![
+            json!([0, "b33911a87194bf22", 806, 84, 7200.834, 0, null, null]),
+            json!([
+                7389.553,
+                "2c89ebdbd82e0db3",
+                3412,
+                39,
+                1833.146,
+                0,
+                ["b33911a87194bf22"],
+                188.719
+            ]),
+            json!([
+                10275.387,
+                "e394c29c193051ea",
+                3702,
+                386,
+                6483.561,
+                0,
+                ["2c89ebdbd82e0db3"],
+                1052.688
+            ]),
+            json!([
+                16818.745,
+                "8c7cedce9613157e",
+                1224,
+                271,
+                6832.569,
+                0,
+                ["e394c29c193051ea"],
+                59.797
+            ]),
+        ]
+    );
+    for r in &got {
+        assert_eq!(r["model"], "anthropic/claude-opus-4-5-20251101");
+        assert_eq!(
+            r["session_id"],
+            "packetpanic.supervisor_bbc6ca13-1267-47cd-849a-795ff50a7874"
+        );
+    }
+    assert!(
+        run.stderr.contains(": 77 spans read, 4 model calls\n"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn litellm_shaped_otlp_errors_dropped_unless_kept() {
+    let path = fixture("litellm-migrated.naturalquestions-2165-aider.traces.jsonl");
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    let io: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["timestamp"],
+                r["input_length"],
+                r["output_length"],
+                r["model"]
+            ])
+        })
+        .collect();
+    // 1 ns apart: every timestamp rounds to 0, the order is the file's.
+    assert_eq!(
+        io,
+        vec![
+            json!([0, 137, 10, "azure/gpt-5.4"]),
+            json!([0, 2655, 47, "azure/gpt-5.4"]),
+            json!([0, 2747, 7, "azure/gpt-5.4"]),
+        ]
+    );
+    assert!(
+        run.stderr
+            .contains("5 records read, 3 written, 2 dropped (2 failed)"),
+        "{}",
+        run.stderr
+    );
+    let kept = Cmd::new("trace-convert")
+        .args(["--keep-failed", &path])
+        .run();
+    let got = records(&kept);
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[3]["observed"]["status"], "error");
+    assert_eq!(got[3]["observed"]["prompt_tokens"], 0);
+}
+
+#[test]
+fn openinference_protojson_span_without_times_or_ids() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture(
+            "openinference-openai.chat-streaming-detailed-usage.span.json",
+        ))
+        .run();
+    assert_records(
+        &records(&run),
+        &[
+            json!({"timestamp": 0, "input_length": 12, "output_length": 100,
+            "model": "gpt-5-nano-2025-08-07",
+            "observed": {"prompt_tokens": 12, "completion_tokens": 100, "cached_tokens": 0, "status": "ok"}}),
+        ],
+    );
+}
+
+#[test]
+fn vercel_provider_calls_only_with_ms_ttft() {
+    let run = Cmd::new("trace-convert")
+        .arg(fixture("vercel-ai-sdk-v6.all-spans.json"))
+        .run();
+    let m = "gpt-4o-mini-2024-07-18";
+    assert_records(
+        &records(&run),
+        &[
+            json!({"timestamp": 0, "input_length": 14, "output_length": 20, "model": m, "id": "39d6e9b3ddec9996",
+                "observed": {"prompt_tokens": 14, "completion_tokens": 20, "e2e_ms": 1779.416, "status": "ok"}}),
+            json!({"timestamp": 1781, "input_length": 50, "output_length": 9, "model": m, "id": "6c0201026326855d",
+                "observed": {"prompt_tokens": 50, "completion_tokens": 9, "e2e_ms": 3034.286, "status": "ok"}}),
+            json!({"timestamp": 4824, "input_length": 63, "output_length": 156, "model": m, "id": "bf098ec12458e605",
+                "observed": {"prompt_tokens": 63, "completion_tokens": 156, "e2e_ms": 3519.813, "status": "ok"}}),
+            json!({"timestamp": 8356, "input_length": 15, "output_length": 112, "model": m, "id": "5a81ef3ffb5d8603",
+                "observed": {"prompt_tokens": 15, "completion_tokens": 112, "ttft_ms": 426.854,
+                    "e2e_ms": 5386.307, "cached_tokens": 0, "status": "ok"}}),
+        ],
+    );
+    assert!(
+        run.stderr.contains(": 10 spans read, 4 model calls\n"),
+        "{}",
+        run.stderr
+    );
+}
+
+// ---- Small files of our own: one per attribute variant. ----
+
+/// An OTLP attribute list from a JSON object: integers as protojson's
+/// strings, fractions as doubles.
+fn kvs(attrs: &Value) -> Value {
+    let list: Vec<Value> = attrs
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let value = match v {
+                Value::String(s) => json!({"stringValue": s}),
+                Value::Number(n) if n.is_i64() => json!({"intValue": n.to_string()}),
+                Value::Number(n) => json!({"doubleValue": n}),
+                Value::Bool(b) => json!({"boolValue": b}),
+                other => other.clone(),
+            };
+            json!({"key": k, "value": value})
+        })
+        .collect();
+    Value::Array(list)
+}
+
+fn span(trace: &str, id: &str, parent: &str, start: &str, end: &str, attrs: Value) -> Value {
+    json!({"traceId": trace, "spanId": id, "parentSpanId": parent, "name": "chat",
+        "kind": 3, "startTimeUnixNano": start, "endTimeUnixNano": end,
+        "attributes": kvs(&attrs), "status": {}})
+}
+
+/// One collector line holding these spans.
+fn otlp(spans: &[Value]) -> String {
+    json!({"resourceSpans": [{"resource": {"attributes": []},
+        "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]})
+    .to_string()
+}
+
+const T0: u64 = 1_781_627_099_248_209_120;
+
+fn ns(offset: u64) -> String {
+    (T0 + offset).to_string()
+}
+
+#[test]
+fn nineteen_digit_nanoseconds_are_read_exactly() {
+    let dir = TestDir::new("otel-ns");
+    // As doubles both times would be 256 ns apart at best: 1000501 ns
+    // would come out as 1000448 (1.000 ms, not 1.001).
+    let a = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 2});
+    let path = dir.write(
+        "t.jsonl",
+        otlp(&[
+            span("t1", "a", "", &ns(0), &ns(1_000_501), a.clone()),
+            span("t2", "b", "", &ns(1_000_501), &ns(3_000_000), a),
+        ]),
+    );
+    let got = records(&Cmd::new("trace-convert").arg(&path).run());
+    assert_eq!(got[0]["observed"]["e2e_ms"], json!(1.001));
+    assert_eq!(got[1]["timestamp"], json!(1.001));
+    assert_eq!(got[1]["observed"]["e2e_ms"], json!(1.999));
+}
+
+#[test]
+fn old_and_new_usage_names_cache_reads_and_ttft_units() {
+    let dir = TestDir::new("otel-names");
+    let spans = [
+        // Current names, TTFT in seconds, a conversation id.
+        span(
+            "t1",
+            "new",
+            "",
+            &ns(0),
+            &ns(2_000_000_000),
+            json!({
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m-req",
+            "gen_ai.response.model": "m-resp",
+            "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50,
+            "gen_ai.usage.cache_read.input_tokens": 512,
+            "gen_ai.response.time_to_first_chunk": 0.25,
+            "gen_ai.conversation.id": "c1"}),
+        ),
+        // Older names; a gateway's TTFT in integer nanoseconds.
+        span(
+            "t2",
+            "old",
+            "",
+            &ns(3_000_000_000),
+            &ns(4_000_000_000),
+            json!({
+            "gen_ai.request.model": "m-req",
+            "gen_ai.usage.prompt_tokens": 700, "gen_ai.usage.completion_tokens": 7,
+            "gen_ai.response.time_to_first_token": 123_456_789,
+            "gen_ai.conversation.id": "c1"}),
+        ),
+        // OpenInference names, session.id.
+        span(
+            "t3",
+            "oi",
+            "",
+            &ns(5_000_000_000),
+            &ns(6_000_000_000),
+            json!({
+            "openinference.span.kind": "LLM", "llm.model_name": "m-oi",
+            "llm.token_count.prompt": 300, "llm.token_count.completion": 30,
+            "llm.token_count.prompt_details.cache_read": 256,
+            "session.id": "s9"}),
+        ),
+        span(
+            "t4",
+            "oi2",
+            "",
+            &ns(7_000_000_000),
+            &ns(8_000_000_000),
+            json!({
+            "openinference.span.kind": "LLM", "llm.model_name": "m-oi",
+            "llm.token_count.prompt": 30, "llm.token_count.completion": 3,
+            "session.id": "s9"}),
+        ),
+    ];
+    let path = dir.write("t.jsonl", otlp(&spans));
+    let got = records(&Cmd::new("trace-convert").arg(&path).run());
+    assert_records(
+        &got,
+        &[
+            json!({"timestamp": 0, "input_length": 1000, "output_length": 50, "session_id": "c1",
+                "model": "m-resp", "id": "new",
+                "observed": {"prompt_tokens": 1000, "completion_tokens": 50, "ttft_ms": 250,
+                    "e2e_ms": 2000, "cached_tokens": 512, "status": "ok"}}),
+            json!({"timestamp": 3000, "input_length": 700, "output_length": 7, "session_id": "c1",
+                "model": "m-req", "id": "old",
+                "observed": {"prompt_tokens": 700, "completion_tokens": 7, "ttft_ms": 123.457,
+                    "e2e_ms": 1000, "status": "ok"},
+                "after": ["new"], "delay": 1000}),
+            json!({"timestamp": 5000, "input_length": 300, "output_length": 30, "session_id": "s9",
+                "model": "m-oi", "id": "oi",
+                "observed": {"prompt_tokens": 300, "completion_tokens": 30, "e2e_ms": 1000,
+                    "cached_tokens": 256, "status": "ok"}}),
+            json!({"timestamp": 7000, "input_length": 30, "output_length": 3, "session_id": "s9",
+                "model": "m-oi", "id": "oi2",
+                "observed": {"prompt_tokens": 30, "completion_tokens": 3, "e2e_ms": 1000, "status": "ok"},
+                "after": ["oi"], "delay": 1000}),
+        ],
+    );
+}
+
+#[test]
+fn enum_names_and_numbers_status_error_and_first_token_event() {
+    let dir = TestDir::new("otel-enums");
+    let usage = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5,
+        "gen_ai.usage.output_tokens": 1});
+    let mut by_name = span("t1", "named", "", &ns(0), &ns(10_000_000), usage.clone());
+    by_name["kind"] = json!("SPAN_KIND_CLIENT");
+    by_name["status"] = json!({"code": "STATUS_CODE_ERROR"});
+    let mut by_number = span(
+        "t2",
+        "numbered",
+        "",
+        &ns(20_000_000),
+        &ns(30_000_000),
+        usage.clone(),
+    );
+    by_number["status"] = json!({"code": 2});
+    let mut typed = span(
+        "t3",
+        "errtype",
+        "",
+        &ns(40_000_000),
+        &ns(50_000_000),
+        usage.clone(),
+    );
+    typed["attributes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "error.type", "value": {"stringValue": "timeout"}}));
+    let mut ok = span("t4", "fine", "", &ns(60_000_000), &ns(70_000_000), usage);
+    ok["status"] = json!({"code": "STATUS_CODE_OK"});
+    ok["events"] = json!([{"name": "gen_ai.content.first_token", "timeUnixNano": ns(62_500_000)}]);
+    let path = dir.write("t.jsonl", otlp(&[by_name, by_number, typed, ok]));
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"], "fine");
+    assert_eq!(got[0]["observed"]["ttft_ms"], json!(2.5));
+    assert!(
+        run.stderr
+            .contains("4 records read, 1 written, 3 dropped (3 failed)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn wrappers_and_double_exports_are_one_call() {
+    let dir = TestDir::new("otel-wrap");
+    let usage = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 40,
+        "gen_ai.usage.output_tokens": 4, "gen_ai.response.id": "r1"});
+    let spans = [
+        // The client's span, over the gateway's span (its grandchild).
+        span("t1", "client", "", &ns(0), &ns(100_000_000), usage.clone()),
+        span(
+            "t1",
+            "http",
+            "client",
+            &ns(1_000_000),
+            &ns(99_000_000),
+            json!({"http.method": "POST"}),
+        ),
+        span(
+            "t1",
+            "gateway",
+            "http",
+            &ns(2_000_000),
+            &ns(98_000_000),
+            usage.clone(),
+        ),
+        // The gateway's span exported again under another id.
+        span(
+            "t1",
+            "gateway-again",
+            "http",
+            &ns(2_000_000),
+            &ns(98_000_000),
+            usage,
+        ),
+    ];
+    let path = dir.write("t.jsonl", otlp(&spans));
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"], "gateway");
+    assert!(
+        run.stderr.contains(&format!(
+            "{path}: 4 spans read, 3 model calls (1 wrapper of another call, 1 duplicate left out)\n",
+            path = path.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn one_trace_becomes_a_graph_fan_out_and_join() {
+    let dir = TestDir::new("otel-graph");
+    let u = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 1});
+    let ms = |m: u64| ns(m * 1_000_000);
+    let spans = [
+        span("t", "plan", "", &ms(0), &ms(100), u.clone()),
+        span("t", "left", "", &ms(120), &ms(300), u.clone()),
+        span("t", "right", "", &ms(130), &ms(250), u.clone()),
+        span("t", "join", "", &ms(320), &ms(400), u.clone()),
+        span("other", "alone", "", &ms(350), &ms(360), u),
+    ];
+    let path = dir.write("t.jsonl", otlp(&spans));
+    let got = records(&Cmd::new("trace-convert").arg(&path).run());
+    let deps: Vec<_> = got
+        .iter()
+        .map(|r| json!([r["id"], r["timestamp"], r["after"], r["delay"]]))
+        .collect();
+    assert_eq!(
+        deps,
+        vec![
+            json!(["plan", 0, null, null]),
+            json!(["left", 120, ["plan"], 20]),
+            json!(["right", 130, ["plan"], 30]),
+            json!(["join", 320, ["left", "right"], 20]),
+            json!(["alone", 350, null, null]),
+        ]
+    );
+}
+
+#[test]
+fn keep_messages_maps_otel_parts_to_openai_messages() {
+    let dir = TestDir::new("otel-parts");
+    let input = json!([
+        {"role": "user", "parts": [{"type": "text", "content": "weather in Paris?"}]},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "weather",
+            "arguments": {"city": "Paris"}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "18C"}]},
+    ]);
+    let attrs = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 40,
+        "gen_ai.usage.output_tokens": 4,
+        "gen_ai.system_instructions": "[{\"type\":\"text\",\"content\":\"Be brief.\"}]",
+        "gen_ai.input.messages": input.to_string()});
+    let old = json!({"gen_ai.usage.prompt_tokens": 9, "gen_ai.usage.completion_tokens": 2,
+        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "S",
+        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "U"});
+    let path = dir.write(
+        "t.jsonl",
+        otlp(&[
+            span("t1", "a", "", &ns(0), &ns(1_000_000), attrs),
+            span("t2", "b", "", &ns(2_000_000), &ns(3_000_000), old),
+        ]),
+    );
+    let got = records(
+        &Cmd::new("trace-convert")
+            .args(["--keep-messages"])
+            .arg(&path)
+            .run(),
+    );
+    assert_eq!(
+        got[0]["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+        ])
+    );
+    assert_eq!(got[0]["observed"]["prompt_tokens"], 40);
+    assert_eq!(
+        got[1]["messages"],
+        json!([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    );
+    // Without the flag no text leaves: hash_ids instead.
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    run.code(0);
+    assert!(!run.stdout_str().contains("Paris"));
+    assert_eq!(run.json_lines()[0]["hash_ids"], json!([0]));
+}
+
+// ---- Bad input. ----
+
+#[test]
+fn malformed_line_names_file_and_line_and_skip_invalid_goes_on() {
+    let dir = TestDir::new("otel-bad");
+    let u = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 1});
+    let good = otlp(&[span("t", "a", "", &ns(0), &ns(1_000_000), u)]);
+    let path = dir.write("bad.jsonl", format!("{good}\n{{\"resourceSpans\": [\n"));
+    let run = Cmd::new("trace-convert")
+        .current_dir(&dir.join(""))
+        .arg("bad.jsonl")
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr.contains("trace-convert: bad.jsonl:2:"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("error: malformed JSON"),
+        "{}",
+        run.stderr
+    );
+    let run = Cmd::new("trace-convert")
+        .args(["--skip-invalid"])
+        .arg(&path)
+        .run();
+    run.code(0);
+    assert_eq!(run.json_lines().len(), 1);
+}
+
+#[test]
+fn unknown_attribute_type_names_the_attribute_and_the_span() {
+    let dir = TestDir::new("otel-type");
+    let mut s = span(
+        "t",
+        "abc123",
+        "",
+        &ns(0),
+        &ns(1_000_000),
+        json!({"gen_ai.operation.name": "chat"}),
+    );
+    s["attributes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "gen_ai.usage.input_tokens", "value": {"bigValue": "7"}}));
+    dir.write("t.jsonl", format!("\n{}\n", otlp(&[s])));
+    let run = Cmd::new("trace-convert")
+        .current_dir(&dir.join(""))
+        .arg("t.jsonl")
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr.lines().last().unwrap(),
+        "trace-convert: t.jsonl:2: error: field `gen_ai.usage.input_tokens`: span abc123: unknown attribute type `bigValue`"
+    );
+}
+
+#[test]
+fn bad_time_and_bad_count_name_span_field_and_value() {
+    let dir = TestDir::new("otel-time");
+    let u = json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 1});
+    let mut s = span("t", "s1", "", "17816270992482091200000", &ns(1), u);
+    s["startTimeUnixNano"] = json!("soon");
+    let mut c = span(
+        "t",
+        "s2",
+        "",
+        &ns(0),
+        &ns(1),
+        json!({"gen_ai.operation.name": "chat"}),
+    );
+    c["attributes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "gen_ai.usage.output_tokens", "value": {"stringValue": "many"}}));
+    // A pretty-printed document: each span's line is where its id is.
+    let doc = serde_json::to_string_pretty(
+        &json!({"resourceSpans": [{"scopeSpans": [{"spans": [s, c]}]}]}),
+    )
+    .unwrap();
+    dir.write("t.json", &doc);
+    let run = Cmd::new("trace-convert")
+        .current_dir(&dir.join(""))
+        .args(["--skip-invalid", "--from", "otel", "t.json"])
+        .run();
+    let line_of = |id: &str| {
+        doc.lines()
+            .position(|l| l.contains(&format!("\"{id}\"")))
+            .unwrap()
+            + 1
+    };
+    assert!(
+        run.stderr.contains(&format!(
+            "t.json:{}: warning: field `startTimeUnixNano`: span s1: expected a time, found \"soon\" (skipped)",
+            line_of("s1")
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "t.json:{}: warning: field `gen_ai.usage.output_tokens`: span s2: expected an integer ≥ 0, found \"many\" (skipped)",
+            line_of("s2")
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("t.json: 2 spans read, 0 model calls\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("2 records read, 0 written, 2 invalid"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_document_of_no_spans_is_an_error() {
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "otel"])
+        .stdin("{\"hello\": 1}\n")
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr.contains(
+            "trace-convert: <stdin>:1: error: not an OpenTelemetry document or span (keys: hello)"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn phoenix_span_json_nested_attributes_and_error_status() {
+    let dir = TestDir::new("otel-phoenix");
+    let span = |id: &str, start: &str, end: &str, status: &str, prompt: u64| {
+        json!({"name": "ChatCompletion", "span_kind": "LLM", "parent_id": null,
+            "context": {"trace_id": "tr", "span_id": id},
+            "start_time": start, "end_time": end, "status_code": status,
+            "attributes": {"llm": {"model_name": "gpt-4o",
+                    "token_count": {"prompt": prompt, "completion": 5,
+                        "prompt_details": {"cache_read": 64}}},
+                "session": {"id": "sess-1"}}})
+    };
+    let doc = json!([
+        span(
+            "p1",
+            "2026-02-03T10:00:00.000000+00:00",
+            "2026-02-03T10:00:01.250000+00:00",
+            "OK",
+            100
+        ),
+        span(
+            "p2",
+            "2026-02-03T10:00:02.000000+00:00",
+            "2026-02-03T10:00:03.000000+00:00",
+            "ERROR",
+            120
+        ),
+        span(
+            "p3",
+            "2026-02-03T10:00:04.000000+00:00",
+            "2026-02-03T10:00:05.000000+00:00",
+            "UNSET",
+            140
+        ),
+    ]);
+    let path = dir.write("phoenix.json", serde_json::to_string_pretty(&doc).unwrap());
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    // The failed call is dropped, but it still ended before p3 started:
+    // p3 waits for p1 only among the records written.
+    let summary: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["id"],
+                r["timestamp"],
+                r["input_length"],
+                r["session_id"],
+                r["observed"]["cached_tokens"],
+                r["after"],
+                r["delay"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            json!(["p1", 0, 100, "sess-1", 64, null, null]),
+            json!(["p3", 4000, 140, "sess-1", 64, ["p1"], 2750]),
+        ]
+    );
+    assert!(
+        run.stderr
+            .contains("3 records read, 2 written, 1 dropped (1 failed)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_call_with_no_output_count_and_no_max_tokens_is_dropped_and_counted() {
+    let dir = TestDir::new("otel-nousage");
+    let spans = [
+        span(
+            "t",
+            "counted",
+            "",
+            &ns(0),
+            &ns(1_000_000),
+            json!({"gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1}),
+        ),
+        span(
+            "t",
+            "bare",
+            "",
+            &ns(2_000_000),
+            &ns(3_000_000),
+            json!({"gen_ai.operation.name": "chat"}),
+        ),
+    ];
+    let path = dir.write("t.jsonl", otlp(&spans));
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    let got = records(&run);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"], "counted");
+    assert!(
+        run.stderr
+            .contains("2 records read, 1 written, 1 dropped (1 with no output tokens)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn graph_flag_gives_langfuse_observations_of_one_trace_their_dependencies() {
+    let path = data("convert/ui_trace_download.openai-agents-2025-09-30.json");
+    let plain = Cmd::new("trace-convert").arg(&path).run();
+    plain.code(0);
+    assert!(!plain.stdout_str().contains("\"after\""));
+    let run = Cmd::new("trace-convert").arg("--graph").arg(&path).run();
+    let got = records(&run);
+    // 98870087af69bf06 ends at 09:04:00.999, 90d94774e8e3724d starts at
+    // 09:04:01.001 (1038 ms after the first started).
+    let summary: Vec<_> = got
+        .iter()
+        .map(|r| {
+            json!([
+                r["id"],
+                r["timestamp"],
+                r["session_id"],
+                r["after"],
+                r["delay"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            json!([
+                "98870087af69bf06",
+                0,
+                "fee618f96dc31e0ca38b2f7b26eb8b29",
+                null,
+                null
+            ]),
+            json!([
+                "90d94774e8e3724d",
+                1038,
+                "fee618f96dc31e0ca38b2f7b26eb8b29",
+                ["98870087af69bf06"],
+                2
+            ]),
+        ]
+    );
+}
