@@ -182,6 +182,7 @@ pub const SOURCES: &[Source] = &[
         sniff: otel::sniff,
         read: otel::read,
         finish: None,
+        takes_rate: false,
     },
     Source {
         name: "langfuse",
