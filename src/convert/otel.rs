@@ -591,12 +591,29 @@ fn time_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, FieldE
     }
 }
 
+/// A time in microseconds (Jaeger's), as nanoseconds; not a token count,
+/// so not under the token limit.
+fn micros_as_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, FieldError> {
+    let Some(us) = time_ns(obj, field)? else {
+        return Ok(None);
+    };
+    us.checked_mul(1000)
+        .filter(|ns| *ns >= 0)
+        .map(Some)
+        .ok_or_else(|| {
+            FieldError::new(
+                field,
+                format!("{us} µs is not a time this side of the year 2262"),
+            )
+        })
+}
+
 /// Start and end, epoch ns, under each shape's names.
 fn times(obj: &Object) -> std::result::Result<(Option<i64>, Option<i64>), FieldError> {
     if obj.contains_key("spanID") {
         // Jaeger: microseconds, and a duration instead of an end.
-        let start = count(obj, "startTime")?.map(|us| us as i64 * 1000);
-        let dur = count(obj, "duration")?.map(|us| us as i64 * 1000);
+        let start = micros_as_ns(obj, "startTime")?;
+        let dur = micros_as_ns(obj, "duration")?;
         return Ok((start, start.zip(dur).map(|(s, d)| s + d)));
     }
     let start = match time_ns(obj, "startTimeUnixNano")? {
