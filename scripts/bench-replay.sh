@@ -44,8 +44,10 @@ BIN=${BIN_DIR:-$PWD/target/release}
 # Callgrind's output is read by function and line: the release build with
 # debug information (release binaries are stripped).
 PROFILING_BIN=${PROFILING_BIN_DIR:-$PWD/target/profiling}
+# PROFILING_BIN_DIR names another build (the instruction counts do not
+# depend on debug information: a stripped build counts the same).
 case " $RUNS " in
-  *" callgrind "*) cargo build --profile profiling --quiet --bin trace-replay ;;
+  *" callgrind "*) [ -n "${PROFILING_BIN_DIR:-}" ] || cargo build --profile profiling --quiet --bin trace-replay ;;
 esac
 
 # A trace of N records at RATE per second: short prompts, OUT tokens each.
