@@ -380,3 +380,49 @@ fn a_server_killed_mid_run_still_gives_one_result_per_record() {
         .count();
     assert!(errors >= 50, "{errors}");
 }
+
+#[test]
+fn a_delta_session_carries_the_real_answers_and_its_routing_header() {
+    let Some(llama) = Llama::start(1, 4096) else {
+        return;
+    };
+    let dir = TestDir::new("real-delta");
+    let turn = |id: &str, text: &str, delta: bool| {
+        let mut r = json!({"id": id, "session_id": "s", "output_length": 8,
+                           "messages": [{"role": "user", "content": text}]});
+        if delta {
+            r["message_mode"] = json!("delta");
+        } else {
+            r["timestamp"] = json!(0);
+        }
+        r
+    };
+    dir.write(
+        "trace.jsonl",
+        trace(&[
+            turn("t1", "Tell me a story about a lighthouse.", false),
+            turn("t2", "And then what happened?", true),
+            turn("t3", "How does it end?", true),
+        ]),
+    );
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--quiet", "--url", &llama.url, "--ignore-eos"])
+        .args(["--session-header", "X-Session-Id", "trace.jsonl"])
+        .run();
+    run.code(0);
+    let r = run.json_lines();
+    assert_eq!(r.len(), 3);
+    for (k, x) in r.iter().enumerate() {
+        assert_eq!(x["status"], "ok", "{x}");
+        assert_eq!(x["turn"], k as u64 + 1, "{x}");
+        assert_eq!(x["completion_tokens"], 8, "{x}");
+    }
+    // Each turn's prompt holds the previous one, the answer the server
+    // gave (8 tokens, re-tokenized) and a new message with its template:
+    // it grows by more than the answer alone.
+    let prompt = |k: usize| r[k]["prompt_tokens"].as_u64().unwrap();
+    for k in 1..3 {
+        assert!(prompt(k) > prompt(k - 1) + 8, "{} then {}", r[k - 1], r[k]);
+    }
+}
