@@ -22,6 +22,12 @@ use crate::error::{Error, Result};
 use crate::result::{Status, round_us};
 use crate::stats::Dist;
 
+/// Records waiting for a dependency taken in at most: they are read ahead
+/// too (their dependencies may complete at any time), but without this
+/// bound a trace of long agent sessions would be read whole into memory.
+/// Their dependencies all come before them, so the wait always drains.
+pub(super) const MAX_WAITING: usize = 16 * READ_AHEAD;
+
 /// The dispatcher sleeps until this long before a request is due, then
 /// spins: a sleeping thread wakes some microseconds late.
 pub(super) const SPIN: Duration = Duration::from_micros(20);
@@ -125,6 +131,7 @@ impl Dispatcher<'_> {
         // still open) may never fill the read-ahead.
         let shared = self.shared.clone();
         while schedule.queued() < READ_AHEAD
+            && schedule.waiting() < MAX_WAITING
             && !self.reader_done
             && !shared.stopping.load(Ordering::SeqCst)
         {
@@ -148,7 +155,10 @@ impl Dispatcher<'_> {
         let _ = run_start.set(start);
         let duration = self.args.duration;
         loop {
-            while schedule.queued() < READ_AHEAD && self.try_take_record(&mut schedule) {}
+            while schedule.queued() < READ_AHEAD
+                && schedule.waiting() < MAX_WAITING
+                && self.try_take_record(&mut schedule)
+            {}
             while let Ok(c) = self.control.try_recv() {
                 self.handle(c, &mut schedule);
             }
@@ -162,7 +172,9 @@ impl Dispatcher<'_> {
             // Records wake the dispatcher only once half the read-ahead is
             // used: until then the top of this loop takes what the reader
             // has sent, at wakeups that happen anyway.
-            let want_records = !self.reader_done && schedule.queued() < READ_AHEAD / 2;
+            let want_records = !self.reader_done
+                && schedule.queued() < READ_AHEAD / 2
+                && schedule.waiting() < MAX_WAITING;
             match schedule.next_due() {
                 Some(due) if duration.is_some_and(|d| due >= d) => {
                     self.stop_reading(&mut schedule);

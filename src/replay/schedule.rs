@@ -239,6 +239,11 @@ impl<T: Turn> Schedule<T> {
         self.by_timestamp.len()
     }
 
+    /// Records waiting for a dependency, or due after one completed.
+    pub fn waiting(&self) -> usize {
+        self.blocked.len() + self.after_turn.len()
+    }
+
     /// Requests sent and not yet completed.
     pub fn in_flight(&self) -> usize {
         self.in_flight
@@ -571,6 +576,7 @@ mod tests {
         s.push(call(3, &["c1", "c2"], Some(5.0)));
         assert_eq!(pop_all(&mut s, 0.0), vec![(0, 0.0)]);
         assert_eq!(s.next_due(), None);
+        assert_eq!((s.queued(), s.waiting()), (0, 3));
         assert!(s.waits_on_completions());
         finish(&mut s, 0, 100.0);
         // Fan-out: both due from c0's completion.
