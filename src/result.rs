@@ -70,7 +70,7 @@ pub struct ResultRecord {
     pub start_time: String,
     /// First chunk with non-empty content (text, reasoning or tool call) − sent.
     pub ttft_ms: Option<f64>,
-    /// First chunk carrying `choices`, even empty − sent (vLLM's TTFT).
+    /// First chunk carrying `choices`, even empty − sent (older vLLM releases' TTFT).
     pub first_chunk_ms: Option<f64>,
     /// Last byte of the response − sent.
     pub e2e_ms: Option<f64>,
