@@ -21,23 +21,8 @@ const RESULTS: &[&str] = &[
     r#"{"index":1,"scheduled_ms":100,"sent_ms":102,"start_time":"2026-11-22T10:00:00.102Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":5,"itl_ms":[],"input_length":40,"output_length":6,"prompt_tokens":null,"completion_tokens":null,"status":"error","http_status":500,"error":"HTTP 500"}"#,
 ];
 
-const RECORD_KEYS: &[&str] = &[
-    "timestamp",
-    "input_length",
-    "output_length",
-    "hash_ids",
-    "session_id",
-    "delay",
-    "model",
-    "text_input",
-    "messages",
-    "observed",
-    "id",
-    "payload",
-    "extra",
-    "prompt_token_ids",
-    "tools",
-];
+// The record's fields as the record model states them.
+const RECORD_KEYS: &[&str] = tracekit::record::KNOWN_FIELDS;
 
 const RESULT_KEYS: &[&str] = &[
     "index",
