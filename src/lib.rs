@@ -8,6 +8,11 @@
 //!   Each has an `Args` (its flags) and a `run` function; the binaries in
 //!   `src/bin/` only call [`cli::main`]. No tool imports another
 //!   (`tests/cli/layers.rs` checks it): what two tools share lives below.
+//! - **Engines**, what more than one tool runs: the replay engine
+//!   ([`engine`]: trace-replay's flags and work, which trace-sweep runs
+//!   once per speed), the metrics over results ([`metrics`]) and the report
+//!   made of them ([`report`]: trace-summarize's figures, trace-sweep's
+//!   rows).
 //! - **The shared model**: the trace record ([`record`]), the result record
 //!   ([`result`]), sharding ([`shard`]), statistics ([`stats`]), prompt
 //!   synthesis ([`prompts`], [`tokenizer`]), and the simulated server as a
@@ -27,6 +32,11 @@ pub mod slice;
 pub mod summarize;
 pub mod synth;
 pub mod validate;
+
+// Engines.
+pub mod engine;
+pub mod metrics;
+pub mod report;
 
 // The shared model.
 pub mod prompts;

@@ -1,8 +1,6 @@
 //! trace-summarize: result streams in, the metrics serving teams quote out.
 
-pub mod metrics;
 pub mod plot;
-pub mod report;
 pub mod requests;
 
 use std::collections::BTreeMap;
@@ -15,10 +13,10 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::json;
+use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
 use crate::record::{self, Kind, Record};
+use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
-use metrics::{Aggregate, Convention, FoldOptions, Slo, SloMetric};
-use report::{ReportOptions, Style};
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 1 when a --fail-if threshold is crossed or when
@@ -102,7 +100,7 @@ pub struct Args {
     /// goodput counts ok requests meeting all of them; a request without a
     /// TTFT or E2E misses those, a one-token answer meets TPOT, and ITL is
     /// met when every gap is within the bound.
-    #[arg(long, value_name = "LIST", value_parser = parse_slo)]
+    #[arg(long, value_name = "LIST", value_parser = crate::metrics::parse_slo)]
     pub slo: Option<Slo>,
 
     /// Also report TTFT and E2E measured from the scheduled instant instead
@@ -195,28 +193,6 @@ fn parse_conventions(text: &str) -> std::result::Result<Conventions, String> {
         }
     }
     Ok(Conventions(out))
-}
-
-fn parse_slo(text: &str) -> std::result::Result<Slo, String> {
-    let mut bounds = Vec::new();
-    for part in text.split(',') {
-        let (name, value) = part
-            .split_once('=')
-            .ok_or_else(|| format!("`{part}` is not NAME=DURATION, e.g. ttft=200ms"))?;
-        let metric = match name.trim() {
-            "ttft" => SloMetric::Ttft,
-            "tpot" => SloMetric::Tpot,
-            "itl" => SloMetric::Itl,
-            "e2e" => SloMetric::E2e,
-            other => {
-                return Err(format!(
-                    "`{other}` is not an SLO: use ttft, tpot, itl or e2e"
-                ));
-            }
-        };
-        bounds.push((metric, duration::parse_ms(value)?));
-    }
-    Ok(Slo { bounds })
 }
 
 fn parse_window(text: &str) -> std::result::Result<f64, String> {
@@ -536,6 +512,7 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::{SloMetric, parse_slo};
 
     #[test]
     fn thresholds_parse() {

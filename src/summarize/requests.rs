@@ -3,10 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::metrics::Convention;
 use crate::cli::Skipper;
 use crate::error::{FieldError, Result};
 use crate::io::{Lines, Output};
+use crate::metrics::Convention;
 use crate::result::{ResultRecord, ResultView, round_us};
 
 /// Per-request export formats.

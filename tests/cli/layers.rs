@@ -25,7 +25,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The tool a source file belongs to: `src/replay/…` and `src/replay.rs`
+/// The tool a source file belongs to: `src/summarize/…` and `src/replay.rs`
 /// are replay's; the floors' files and the binaries belong to none.
 fn owner(src: &Path, file: &Path) -> Option<&'static str> {
     let rel = file.strip_prefix(src).unwrap();

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::metrics::{
+use crate::metrics::{
     Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
     Summary,
 };

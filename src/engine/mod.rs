@@ -1,4 +1,4 @@
-//! trace-replay: send each record to an OpenAI-compatible server on
+//! The replay engine: send each record to an OpenAI-compatible server on
 //! schedule, and write one result line per request.
 //!
 //! Three threads share the work, so that nothing slow sits on the send

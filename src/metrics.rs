@@ -315,6 +315,29 @@ impl SloMetric {
     }
 }
 
+/// Parse `--slo`: `ttft=200ms,tpot=50ms,e2e=10s,itl=100ms`.
+pub fn parse_slo(text: &str) -> std::result::Result<Slo, String> {
+    let mut bounds = Vec::new();
+    for part in text.split(',') {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}` is not NAME=DURATION, e.g. ttft=200ms"))?;
+        let metric = match name.trim() {
+            "ttft" => SloMetric::Ttft,
+            "tpot" => SloMetric::Tpot,
+            "itl" => SloMetric::Itl,
+            "e2e" => SloMetric::E2e,
+            other => {
+                return Err(format!(
+                    "`{other}` is not an SLO: use ttft, tpot, itl or e2e"
+                ));
+            }
+        };
+        bounds.push((metric, crate::duration::parse_ms(value)?));
+    }
+    Ok(Slo { bounds })
+}
+
 /// Values a window keeps exactly before its percentiles become
 /// approximate (within 0.1 %).
 pub const WINDOW_EXACT_LIMIT: usize = 1_000;
