@@ -4,7 +4,8 @@
 //! floor's lower neighbours, never a tool beside it:
 //!
 //! - **Tools**, one module each, side by side: [`convert`], [`validate`],
-//!   [`slice`], [`rescale`], [`synth`], [`replay`], [`summarize`], [`sim`].
+//!   [`slice`], [`rescale`], [`synth`], [`replay`], [`summarize`], [`sim`],
+//!   [`sweep`].
 //!   Each has an `Args` (its flags) and a `run` function; the binaries in
 //!   `src/bin/` only call [`cli::main`]. No tool imports another
 //!   (`tests/cli/layers.rs` checks it): what two tools share lives below.
@@ -30,6 +31,7 @@ pub mod rescale;
 pub mod sim;
 pub mod slice;
 pub mod summarize;
+pub mod sweep;
 pub mod synth;
 pub mod validate;
 

@@ -303,7 +303,29 @@ pub enum SloMetric {
     E2e,
 }
 
+impl Slo {
+    /// Whether an ok result meets every bound, its figures taken under
+    /// convention `c` (a result that is not ok meets none).
+    pub fn met_by(&self, c: Convention, r: &ResultView, itl: &[f64]) -> bool {
+        r.status == Status::Ok
+            && self
+                .bounds
+                .iter()
+                .all(|&(metric, bound)| metric.met(bound, c, r, itl))
+    }
+}
+
 impl SloMetric {
+    /// Whether a result's figure is within `bound`, under convention `c`.
+    pub fn met(self, bound: f64, c: Convention, r: &ResultView, itl: &[f64]) -> bool {
+        match self {
+            SloMetric::Ttft => c.ttft(r).is_some_and(|v| v <= bound),
+            SloMetric::Tpot => c.tpot(r, itl).is_none_or(|v| v <= bound),
+            SloMetric::Itl => itl.iter().all(|&g| g <= bound),
+            SloMetric::E2e => r.e2e_ms.is_some_and(|v| v <= bound),
+        }
+    }
+
     /// Its name on the command line and in output.
     pub fn name(self) -> &'static str {
         match self {
@@ -756,12 +778,7 @@ impl Aggregate {
         let c = opts.conventions[0];
         let mut all = true;
         for (i, &(metric, bound)) in opts.slo.bounds.iter().enumerate() {
-            let met = match metric {
-                SloMetric::Ttft => c.ttft(r).is_some_and(|v| v <= bound),
-                SloMetric::Tpot => c.tpot(r, itl).is_none_or(|v| v <= bound),
-                SloMetric::Itl => itl.iter().all(|&g| g <= bound),
-                SloMetric::E2e => r.e2e_ms.is_some_and(|v| v <= bound),
-            };
+            let met = metric.met(bound, c, r, itl);
             self.slo_met[i] += u64::from(met);
             all &= met;
         }

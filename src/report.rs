@@ -321,7 +321,7 @@ pub enum Style {
 
 /// Draw rows under a header; numbers (every column but the first) are
 /// right-aligned when `numbers` is set. A plain table of facts has no header.
-fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: bool) -> String {
+pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: bool) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

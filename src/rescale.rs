@@ -141,10 +141,8 @@ struct Scan {
 /// The transformation, fixed before the first record is written.
 #[derive(Debug)]
 struct Plan {
-    /// Offsets from `origin` are divided by this.
-    speed: f64,
-    /// The first record's timestamp; `None` until seen in a single pass.
-    origin: Option<f64>,
+    /// Time's scaling (its origin is `None` until seen in a single pass).
+    speed: record::Speedup,
     /// Ids of added blocks start above every id of the input.
     id_base: u64,
     /// Most blocks added to one prompt: the stride between prompts' new ids.
@@ -170,19 +168,18 @@ pub fn run(args: &Args) -> Result<Outcome> {
         None
     };
     let mut plan = Plan {
-        speed: args.speed.unwrap_or(1.0),
-        origin: None,
+        speed: record::Speedup::new(args.speed.unwrap_or(1.0)),
         id_base: 0,
         id_stride: 0,
         turns: record::Turns::default(),
     };
     if let Some(r) = &rereadable {
         let scan = scan(&mut r.lines(), args)?;
-        plan.origin = scan.first_ts;
+        plan.speed.origin = scan.first_ts;
         plan.id_base = scan.max_id.map_or(0, |m| m + 1);
         plan.id_stride = scan.max_added_blocks;
         if let Some(speed) = target_speed(args, &scan)? {
-            plan.speed = speed;
+            plan.speed.speed = speed;
         }
         check_id_range(&plan)?;
     }
@@ -320,28 +317,17 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
         rec.session_id().ok().flatten().as_deref(),
         rec.contains("after"),
     );
-    if plan.speed != 1.0 {
-        if let Some(t) = timestamp {
-            let origin = *plan.origin.get_or_insert(t);
-            let new = origin + (t - origin) / plan.speed;
-            rec.set_ms(
-                "timestamp",
-                within("timestamp", t, new, record::MAX_TIMESTAMP_MS)?,
-            );
-        } else if !follows
-            && plan.origin.is_some()
+    if plan.speed.speed != 1.0 {
+        let timed = plan.speed.apply(rec, timestamp)?;
+        if !timed
+            && !follows
+            && plan.speed.origin.is_some()
             && (args.speed.is_some() || args.rate.is_some() || args.duration.is_some())
         {
             return Err(FieldError::new(
                 "timestamp",
                 "missing: changing time needs a timestamp on every record",
             ));
-        }
-        if let Some(d) = rec.delay()? {
-            rec.set_ms(
-                "delay",
-                within("delay", d, d / plan.speed, record::MAX_SPAN_MS)?,
-            );
         }
     }
     if !args.touches_tokens() {
@@ -371,26 +357,6 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     Ok(false)
 }
 
-/// A rescaled time, if it stays within the limit every tool reads.
-fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> {
-    if new <= max {
-        return Ok(new);
-    }
-    Err(FieldError::new(
-        field,
-        format!(
-            "{} rescaled is {}, over the limit of {} ms",
-            crate::text::format_ms(old),
-            if new.is_finite() {
-                crate::text::format_ms(new)
-            } else {
-                "infinite".to_string()
-            },
-            crate::text::format_ms(max)
-        ),
-    ))
-}
-
 /// Shrink to the leading `want` blocks, or grow with ids that depend only on
 /// the prompt's last block id (which stands for the whole prompt) and the
 /// position: prompts that were identical stay identical.
@@ -413,8 +379,7 @@ mod tests {
 
     fn plan(base: u64, stride: u64) -> Plan {
         Plan {
-            speed: 1.0,
-            origin: None,
+            speed: record::Speedup::new(1.0),
             id_base: base,
             id_stride: stride,
             turns: record::Turns::default(),

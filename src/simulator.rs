@@ -51,6 +51,12 @@ pub struct SimOptions {
     #[arg(long, value_name = "F", default_value_t = 0.01)]
     pub batch_slope: f64,
 
+    /// Serve at most N requests at once, as a server's batch does: the
+    /// others wait in a queue, and the wait adds to their TTFT. 0: no
+    /// limit.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_batch: usize,
+
     /// Prefix cache size, in 512-token blocks (0 disables it).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub cache_blocks: usize,
@@ -110,6 +116,7 @@ impl Default for SimOptions {
             prefill_us: 20.0,
             itl_ms: 5.0,
             batch_slope: 0.01,
+            max_batch: 0,
             cache_blocks: 10_000,
             error_rate: 0.0,
             disconnect_rate: 0.0,
@@ -123,7 +130,12 @@ impl Default for SimOptions {
 struct Sim {
     opts: SimOptions,
     cache: Option<Mutex<LruCache<u64, ()>>>,
+    /// Requests being served (the batch).
     in_flight: AtomicUsize,
+    /// Places in the batch, when it is limited.
+    batch: Option<Arc<tokio::sync::Semaphore>>,
+    /// Requests waiting for a place.
+    waiting: AtomicUsize,
     requests: AtomicU64,
     arrivals: Option<Mutex<std::io::LineWriter<std::fs::File>>>,
 }
@@ -156,10 +168,13 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         ))),
         None => None,
     };
+    let batch = (opts.max_batch > 0).then(|| Arc::new(tokio::sync::Semaphore::new(opts.max_batch)));
     let sim = Arc::new(Sim {
         opts,
         cache,
         in_flight: AtomicUsize::new(0),
+        batch,
+        waiting: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
         arrivals,
     });
@@ -281,11 +296,33 @@ impl Sim {
     }
 }
 
-struct InFlight(Arc<Sim>);
+/// A request in the batch: leaves it (and gives its place back) when
+/// dropped.
+struct InFlight {
+    sim: Arc<Sim>,
+    _place: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// A request waiting for a place in the batch, until dropped (served, or
+/// its client went away).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.sim.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -336,6 +373,14 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
         )
             .into_response();
     }
+    // A full batch: wait for a place, before prefill starts.
+    let place = match &sim.batch {
+        Some(batch) => {
+            let _waiting = Waiting::new(&sim.waiting);
+            batch.clone().acquire_owned().await.ok()
+        }
+        None => None,
+    };
     let cached = sim.cached_tokens(&tokens);
     let prompt = tokens.len() as u64;
     // The answer is a function of the seed and the prompt (a model at
@@ -355,13 +400,21 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
     });
     let id = format!("cmpl-{n}");
     sim.in_flight.fetch_add(1, Ordering::Relaxed);
-    let guard = InFlight(sim.clone());
+    let guard = InFlight {
+        sim: sim.clone(),
+        _place: place,
+    };
     let cut_at = (sim.draw(n, 2) < sim.opts.disconnect_rate).then_some(max_tokens / 2);
 
+    // Each token is due a fixed time after the one before: sleeping until
+    // its due time (not for the gap) keeps the timer's lateness from adding
+    // up over an answer, so service times are what the model says.
+    let mut due = tokio::time::Instant::now() + Duration::from_secs_f64(ttft / 1000.0);
     if !stream {
-        tokio::time::sleep(Duration::from_secs_f64(ttft / 1000.0)).await;
+        tokio::time::sleep_until(due).await;
         for _ in 1..max_tokens {
-            tokio::time::sleep(itl(&sim)).await;
+            due += itl(&sim);
+            tokio::time::sleep_until(due).await;
         }
         drop(guard);
         let text = words(voice, max_tokens);
@@ -420,10 +473,11 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
         {
             return;
         }
-        tokio::time::sleep(Duration::from_secs_f64(ttft / 1000.0)).await;
+        tokio::time::sleep_until(due).await;
         for k in 0..max_tokens {
             if k > 0 {
-                tokio::time::sleep(itl(&sim)).await;
+                due += itl(&sim);
+                tokio::time::sleep_until(due).await;
             }
             if cut_at == Some(k) {
                 let _ = tx

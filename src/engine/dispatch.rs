@@ -85,6 +85,9 @@ pub(super) struct Dispatcher<'a> {
     /// Records received and not yet taken.
     pub(super) unread: VecDeque<Read>,
     pub(super) reader_done: bool,
+    /// The reader sent its last record and closed its channel (it is
+    /// about to end, and can be waited for).
+    pub(super) input_ended: bool,
     pub(super) timer: Timer,
     /// A record that stopped the run.
     pub(super) failure: Option<Error>,
@@ -138,7 +141,7 @@ impl Dispatcher<'_> {
             tokio::select! {
                 r = self.read() => match r {
                     Some(r) => self.accept(r, &mut schedule),
-                    None => self.reader_done = true,
+                    None => self.input_closed(),
                 },
                 () = shared.stop_signal.notified() => {}
             }
@@ -288,7 +291,7 @@ impl Dispatcher<'_> {
             // The senders live in `Shared`, which outlives the dispatcher.
             Woken::Control(None) | Woken::Timer | Woken::Stop => {}
             Woken::Records(Some(batch)) => self.unread.extend(batch),
-            Woken::Records(None) => self.reader_done = true,
+            Woken::Records(None) => self.input_closed(),
         }
     }
 
@@ -318,7 +321,7 @@ impl Dispatcher<'_> {
                     break;
                 }
                 None => {
-                    self.reader_done = true;
+                    self.input_closed();
                     break;
                 }
             }
@@ -335,6 +338,12 @@ impl Dispatcher<'_> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The reader closed its channel: every record has been read.
+    fn input_closed(&mut self) {
+        self.reader_done = true;
+        self.input_ended = true;
     }
 
     /// The next record, waiting for the reader; `None` when it is done.
@@ -359,7 +368,7 @@ impl Dispatcher<'_> {
                 Ok(batch) => self.unread.extend(batch),
                 Err(tokio::sync::mpsc::error::TryRecvError::Empty) => return false,
                 Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
-                    self.reader_done = true;
+                    self.input_closed();
                     return false;
                 }
             }
@@ -656,14 +665,21 @@ impl Dispatcher<'_> {
             // The rest of the input, as long as it comes: an input that has
             // not ended (a pipe still open) may send nothing more, and the
             // records it sent have their results.
-            while let Ok(Some(r)) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
-                match r {
-                    Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
-                    Read::Failed(e) => {
+            let reading = self.records.is_some();
+            while let Ok(next) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
+                match next {
+                    Some(Read::Ready(req) | Read::Unsent(req)) => self.unsent(req, None, false),
+                    Some(Read::Failed(e)) => {
                         self.failure = Some(e);
                         break;
                     }
-                    Read::Origin(_) => {}
+                    Some(Read::Origin(_)) => {}
+                    None => {
+                        if reading {
+                            self.input_closed();
+                        }
+                        break;
+                    }
                 }
             }
         }

@@ -82,6 +82,8 @@ struct Shared {
     control: tokio::sync::mpsc::UnboundedSender<Control>,
     /// Wakes the dispatcher when it is not listening to `control`.
     stop_signal: tokio::sync::Notify,
+    /// The caller's `on_result` hook stopped the run.
+    stopped_by_caller: AtomicBool,
 }
 
 impl Shared {
@@ -101,8 +103,26 @@ impl Shared {
     }
 }
 
+/// What a caller that runs the engine in process (trace-sweep) adds to
+/// a run.
+#[derive(Default)]
+pub struct Hooks {
+    /// Sees each result as it is written; `true` stops the run as a first
+    /// Ctrl-C does (nothing more is sent, requests in flight finish, the
+    /// rest is written `cancelled`), and the run then ends as a success.
+    pub on_result: Option<OnResult>,
+}
+
+/// See [`Hooks::on_result`].
+pub type OnResult = Box<dyn FnMut(&ResultRecord) -> bool + Send>;
+
 /// Run trace-replay.
 pub fn run(args: &Args) -> Result<Outcome> {
+    run_with(args, Hooks::default())
+}
+
+/// Run a replay with the caller's hooks.
+pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     let inputs = io::input_specs(&args.input.files)?;
     let opts = body_options(args)?;
     let api_key = || std::env::var(&args.api_key_env).ok();
@@ -203,13 +223,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
         cancel,
         control: control_tx,
         stop_signal: tokio::sync::Notify::new(),
+        stopped_by_caller: AtomicBool::new(false),
         bar: progress_bar(args),
     });
     if let Some(limit) = args.limit {
         shared.counters.total.store(limit, Ordering::Relaxed);
     }
     let direct = output.is_file();
-    let writer = ResultWriter::new(output, shared.clone());
+    let writer = ResultWriter::new(output, shared.clone(), hooks.on_result);
     let (results, writer_thread) = if direct {
         (Results::Direct(Arc::new(Mutex::new(writer))), None)
     } else {
@@ -251,6 +272,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             records: Some(records_rx),
             unread: VecDeque::new(),
             reader_done: false,
+            input_ended: false,
             timer,
             failure: None,
             lag: Dist::default(),
@@ -278,6 +300,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             unknown_after,
             short_turns,
             aborted,
+            input_ended,
             ..
         } = dispatcher;
         if short_turns > 0 {
@@ -288,7 +311,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 crate::text::plural(short_turns)
             ));
         }
-        if matches!(ended, Ok(true)) && failure.is_none() && !reader.is_finished() {
+        if matches!(ended, Ok(true)) && failure.is_none() && !input_ended && !reader.is_finished() {
             // Stopped while the input has not ended (a pipe still open):
             // its reader is blocked in a read that may never return, and
             // every record it passed on has its result. End here.
@@ -343,7 +366,10 @@ pub fn run(args: &Args) -> Result<Outcome> {
     }
     Ok(if aborted.is_some() {
         Outcome::Aborted
-    } else if interrupted {
+    } else if interrupted
+        && !(shared.stopped_by_caller.load(Ordering::SeqCst)
+            && STOPPED_BY.load(Ordering::SeqCst) == 0)
+    {
         stop_outcome()
     } else {
         Outcome::Success

@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use super::Shared;
+use super::{OnResult, Shared};
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
@@ -44,15 +44,21 @@ pub(super) struct ResultWriter {
     out: Output,
     shared: Arc<Shared>,
     failure: Option<Error>,
+    on_result: Option<OnResult>,
 }
 
 impl ResultWriter {
-    pub(super) fn new(mut out: Output, shared: Arc<Shared>) -> ResultWriter {
+    pub(super) fn new(
+        mut out: Output,
+        shared: Arc<Shared>,
+        on_result: Option<OnResult>,
+    ) -> ResultWriter {
         out.set_line_flush(true);
         ResultWriter {
             out,
             shared,
             failure: None,
+            on_result,
         }
     }
 
@@ -78,6 +84,13 @@ impl ResultWriter {
             self.shared.stop();
             let _ = self.shared.cancel.send(true);
             self.failure = Some(e);
+            return;
+        }
+        if let Some(hook) = &mut self.on_result {
+            if hook(r) && !self.shared.stopping.load(Ordering::SeqCst) {
+                self.shared.stopped_by_caller.store(true, Ordering::SeqCst);
+                self.shared.stop();
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 9] = [
     "convert",
     "validate",
     "slice",
@@ -12,6 +12,7 @@ const TOOLS: [&str; 8] = [
     "replay",
     "summarize",
     "sim",
+    "sweep",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -19,6 +19,7 @@ mod servers;
 mod signals;
 mod slice;
 mod summarize;
+mod sweep;
 mod synth;
 mod util;
 mod validate;

@@ -16,6 +16,7 @@ fn tools() -> Vec<(&'static str, clap::Command)> {
         ("trace-synth", tracekit::synth::Args::command()),
         ("trace-replay", tracekit::replay::Args::command()),
         ("trace-sim", tracekit::sim::Args::command()),
+        ("trace-sweep", tracekit::sweep::Args::command()),
     ]
 }
 

@@ -21,6 +21,7 @@ pub fn bin(name: &str) -> PathBuf {
         "trace-synth" => env!("CARGO_BIN_EXE_trace-synth"),
         "trace-replay" => env!("CARGO_BIN_EXE_trace-replay"),
         "trace-sim" => env!("CARGO_BIN_EXE_trace-sim"),
+        "trace-sweep" => env!("CARGO_BIN_EXE_trace-sweep"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(path)

@@ -1,0 +1,775 @@
+//! trace-sweep: replay one trace at several speeds and find the highest
+//! that the server serves within its SLO.
+//!
+//! Each run is the replay engine's ([`crate::engine`]), in process, on the
+//! trace scaled as `trace-rescale --speed` scales it; its results are an
+//! ordinary results file, read with trace-summarize's figures
+//! ([`crate::metrics`], [`crate::report`]).
+
+mod plot;
+pub mod search;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use self::search::Plan;
+use crate::cli::{self, Outcome};
+use crate::engine::{self, Hooks};
+use crate::error::{Error, Result};
+use crate::io::{self, Lines, Output};
+use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
+use crate::record::{Record, Speedup};
+use crate::report::{self, ReportOptions, Style};
+use crate::result::{ResultView, Status};
+
+const EXAMPLES: &str = "\
+Exit status: 0 when a speed met the SLO (the answer is printed), 1 when none
+did (the rows are printed), 2 on trouble (bad usage, an unreadable or
+malformed trace, a server that cannot be reached, a --between command that
+failed), 130 when interrupted by Ctrl-C (143 by SIGTERM, 129 by SIGHUP)
+after the rows so far were printed.
+
+Examples:
+  The highest speed of the bundled trace the simulator serves within the SLO:
+    trace-sweep --sim --sim-arg=--max-batch=8 --slo ttft=200ms -o sweep \\
+        --search 1..16 --duration 10s trace.jsonl
+
+  Four speeds against a vLLM server, its prefix cache reset between runs:
+    trace-sweep --url http://127.0.0.1:8000 --model meta-llama/Llama-3.1-8B \\
+        --slo ttft=500ms,tpot=50ms --speeds 0.5,1,2,4 --cooldown 30s \\
+        --between 'curl -s -X POST http://127.0.0.1:8000/reset_prefix_cache' \\
+        -o sweep trace.jsonl
+
+  Each run is a results file like trace-replay's:
+    trace-summarize sweep/speed-2.ndjson";
+
+/// Replay a trace at several speeds and find the highest one whose run
+/// meets the SLO.
+///
+/// Each run replays the whole trace (or --limit / --duration of it) at one
+/// speed: timestamps and delays divided by the speed, as trace-rescale
+/// --speed does. Its results are kept as DIR/speed-X.ndjson, an ordinary
+/// results file. A run passes when its attainment (the share of its
+/// requests that were ok and met every SLO; errors, timeouts and cancelled
+/// requests miss) is at least --attainment and its error rate (errors and
+/// timeouts) at most --max-error-rate. A run stops early once the misses
+/// and errors already seen make passing impossible.
+///
+/// --search LO..HI (the default is 0.25..16) runs LO, then doubles until a
+/// run fails or HI is reached, then bisects between the last pass and the
+/// first fail until they are within --precision of each other. --speeds
+/// runs each speed listed. The answer is the highest speed that passed.
+///
+/// The rows (one per run: speed, offered and achieved request rates,
+/// attainment, goodput, error rate, TTFT, TPOT and E2E percentiles) are
+/// printed as a table, JSON, CSV or Markdown.
+#[derive(Parser, Debug)]
+#[command(name = "trace-sweep", version, after_long_help = EXAMPLES)]
+pub struct Args {
+    /// The trace (a file, or `-` for standard input): it is read once and
+    /// kept in memory.
+    #[arg(value_name = "FILE")]
+    pub trace: String,
+
+    /// Directory for the runs' results (speed-X.ndjson), made if missing.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Base URL of the server, as trace-replay takes it.
+    #[arg(long, value_name = "URL", required_unless_present = "sim")]
+    pub url: Option<String>,
+
+    /// Replay against a simulated server (see trace-sim), a new one for
+    /// each run.
+    #[arg(long, conflicts_with = "url")]
+    pub sim: bool,
+
+    /// A flag of trace-sim's model for --sim (`--sim-arg=--max-batch=8`);
+    /// repeatable.
+    #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sim_args: Vec<String>,
+
+    /// Model to name in every request (as trace-replay --model).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// Service-level objectives every request should meet, e.g.
+    /// ttft=500ms,tpot=50ms (as trace-summarize --slo).
+    #[arg(long, value_name = "LIST", value_parser = crate::metrics::parse_slo)]
+    pub slo: Slo,
+
+    /// Share of a run's requests that must meet every SLO for it to pass.
+    #[arg(long, value_name = "F", default_value_t = 0.99, value_parser = share)]
+    pub attainment: f64,
+
+    /// Largest share of a run's requests that may fail (error or timeout)
+    /// for it to pass.
+    #[arg(long, value_name = "F", default_value_t = 0.01, value_parser = share)]
+    pub max_error_rate: f64,
+
+    /// Run these speeds, in this order (comma-separated multiples of the
+    /// trace's own rate).
+    #[arg(long, value_name = "LIST", value_parser = parse_speeds, conflicts_with = "search")]
+    pub speeds: Option<Speeds>,
+
+    /// Search LO..HI for the highest speed that passes (default 0.25..16).
+    #[arg(long, value_name = "LO..HI", value_parser = parse_range)]
+    pub search: Option<(f64, f64)>,
+
+    /// Stop a search when the last pass and the first fail are within this
+    /// share of each other.
+    #[arg(long, value_name = "F", default_value_t = 0.05, value_parser = share)]
+    pub precision: f64,
+
+    /// Wait this long between runs, so that the server drains.
+    #[arg(long, value_name = "D", default_value = "0s", value_parser = crate::duration::parse_ms_arg)]
+    pub cooldown: f64,
+
+    /// Run this shell command between runs (`sh -c`), e.g. to reset the
+    /// server's prefix cache; a command that fails stops the sweep.
+    #[arg(long, value_name = "CMD")]
+    pub between: Option<String>,
+
+    /// Send the first N records before each run and wait for them; left
+    /// out of the figures (as trace-replay --warmup).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u64,
+
+    /// Replay only this long of the (scaled) trace in each run.
+    #[arg(long, value_name = "D", value_parser = crate::duration::parse_ms_arg)]
+    pub duration: Option<f64>,
+
+    /// Replay only the first N records in each run.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+
+    /// A trace-replay flag for every run (`--replay-arg=--ignore-eos`,
+    /// `--replay-arg=--max-concurrency=64`); repeatable.
+    #[arg(long = "replay-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub replay_args: Vec<String>,
+
+    /// How to print the rows: an aligned table, one JSON object, CSV (a
+    /// header and one row per run) or Markdown.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also draw the sweep to FILE (.svg, or .html with the SVG inline):
+    /// attainment, goodput and latency percentiles against the offered
+    /// request rate, with the SLO lines and the answer marked.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// How the rows are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object: the runs and the answer.
+    Json,
+    /// One CSV row per run, with a header.
+    Csv,
+    /// GitHub Markdown.
+    Markdown,
+}
+
+/// Speeds given with --speeds.
+#[derive(Clone, Debug)]
+pub struct Speeds(pub Vec<f64>);
+
+fn parse_speed(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s <= 1e6 => Ok(s),
+        _ => Err(format!("`{text}` is not a speed: give a number above 0")),
+    }
+}
+
+fn parse_speeds(text: &str) -> std::result::Result<Speeds, String> {
+    text.split(',')
+        .map(parse_speed)
+        .collect::<std::result::Result<_, _>>()
+        .map(Speeds)
+}
+
+fn parse_range(text: &str) -> std::result::Result<(f64, f64), String> {
+    let (lo, hi) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not LO..HI, e.g. 0.25..16"))?;
+    let (lo, hi) = (parse_speed(lo)?, parse_speed(hi)?);
+    if lo > hi {
+        return Err(format!("`{text}`: {lo} is above {hi}"));
+    }
+    Ok((lo, hi))
+}
+
+fn share(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("`{text}` is not a share between 0 and 1")),
+    }
+}
+
+/// The trace, read once.
+struct Trace {
+    /// Each record's line.
+    lines: Vec<String>,
+    /// Each record's timestamp, where it has one.
+    timestamps: Vec<Option<f64>>,
+}
+
+impl Trace {
+    fn read(name: &str) -> Result<Trace> {
+        let specs = io::input_specs(std::slice::from_ref(&name.to_string()))?;
+        let mut lines = Lines::new(&specs);
+        let mut trace = Trace {
+            lines: Vec::new(),
+            timestamps: Vec::new(),
+        };
+        while let Some((loc, line)) = lines.next_line()? {
+            let rec = Record::parse_at(line, &loc)?;
+            trace
+                .timestamps
+                .push(rec.timestamp().map_err(|e| e.at(&loc))?);
+            trace.lines.push(line.to_string());
+        }
+        if trace.lines.is_empty() {
+            return Err(Error::usage(format!(
+                "{name}: the trace has no records: give a trace, one JSON object per line"
+            )));
+        }
+        Ok(trace)
+    }
+
+    /// The records of a run at `speed`: the first --warmup ones, then
+    /// the first --limit of the rest, those due within --duration (untimed
+    /// ones, later turns, are kept: they count as due).
+    fn selection(&self, speed: f64, args: &Args) -> (usize, Vec<usize>) {
+        let warmup = usize::try_from(args.warmup)
+            .unwrap_or(usize::MAX)
+            .min(self.lines.len());
+        let mut run: Vec<usize> = (warmup..self.lines.len()).collect();
+        if let Some(limit) = args.limit {
+            run.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+        let origin = run.iter().find_map(|&i| self.timestamps[i]);
+        if let (Some(d), Some(origin)) = (args.duration, origin) {
+            run.retain(|&i| self.timestamps[i].is_none_or(|t| (t - origin) / speed <= d));
+        }
+        (warmup, run)
+    }
+
+    /// The records of a run at `speed`, scaled, written to `path`: the
+    /// engine is given only what the run replays, so that a run stopped
+    /// early writes `cancelled` for the rest of the run, not of the trace.
+    fn write_run(&self, speed: f64, args: &Args, path: &Path) -> Result<()> {
+        let (warmup, run) = self.selection(speed, args);
+        let mut out = Output::open(Some(path))?;
+        let mut scale = Speedup::new(speed);
+        let mut buf = Vec::new();
+        for i in (0..warmup).chain(run) {
+            let mut rec = Record::parse(&self.lines[i])
+                .map_err(|_| Error::msg("a record read before cannot be read again"))?;
+            scale
+                .apply(&mut rec, self.timestamps[i])
+                .map_err(|e| Error::msg(format!("at speed {speed}: {e}")))?;
+            buf.clear();
+            rec.write_json(&mut buf);
+            out.write_line(&buf)?;
+        }
+        out.finish()
+    }
+
+    /// The records a run at `speed` replays (not counting the warmup
+    /// ones), and the offered request rate (per second) of their
+    /// timestamps.
+    fn run_size(&self, speed: f64, args: &Args) -> (u64, Option<f64>) {
+        let (_, run) = self.selection(speed, args);
+        let timed: Vec<f64> = run.iter().filter_map(|&i| self.timestamps[i]).collect();
+        let span_s = match (timed.first(), timed.last()) {
+            (Some(a), Some(b)) => (b - a) / speed / 1000.0,
+            _ => 0.0,
+        };
+        // Six digits: 47 gaps of 50 ms at 1.2× are 24/s, not 23.999999999999996.
+        let rate = (timed.len() > 1 && span_s > 0.0)
+            .then(|| search::round_significant((timed.len() - 1) as f64 / span_s, 6));
+        (run.len() as u64, rate)
+    }
+}
+
+/// One run's verdict and figures.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The speed.
+    pub speed: f64,
+    /// Its results file.
+    pub file: String,
+    /// Records replayed, not counting warmup ones.
+    pub requests: u64,
+    /// Requests per second the scaled trace asks for.
+    pub offered_rps: Option<f64>,
+    /// The report of its results (trace-summarize --format json, with the
+    /// SLO).
+    pub report: Value,
+    /// Ok and meeting every SLO, over every result.
+    pub attainment: Option<f64>,
+    /// Errors and timeouts, over every result.
+    pub error_rate: Option<f64>,
+    /// Whether the run met the SLO.
+    pub passed: bool,
+    /// Why it did not, or how it ended.
+    pub note: String,
+}
+
+/// Run trace-sweep.
+pub fn run(args: &Args) -> Result<Outcome> {
+    if !args.sim_args.is_empty() && !args.sim {
+        return Err(Error::usage("--sim-arg applies to --sim only"));
+    }
+    if let Some(path) = &args.plot {
+        plot::check_name(path)?;
+    }
+    // Every run's flags are checked before the first run starts.
+    replay_args(args, "-", Path::new("-"))?;
+    let trace = Trace::read(&args.trace)?;
+    std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(args.dir.display().to_string(), e))?;
+    let mut plan = match (&args.speeds, args.search) {
+        (Some(Speeds(list)), _) => Plan::list(list.clone()),
+        (None, Some((lo, hi))) => Plan::search(lo, hi, args.precision),
+        (None, None) => Plan::search(0.25, 16.0, args.precision),
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let mut stopped = None;
+    while let Some(speed) = plan.next() {
+        if !rows.is_empty() {
+            if let Some(outcome) = between_runs(args)? {
+                stopped = Some(outcome);
+                break;
+            }
+        }
+        let (row, outcome) = run_one(args, &trace, speed)?;
+        cli::note(format!(
+            "speed {}: {}",
+            speed_label(speed),
+            if row.passed {
+                "met the SLO".to_string()
+            } else {
+                format!("missed the SLO: {}", row.note)
+            }
+        ));
+        plan.record(speed, row.passed);
+        rows.push(row);
+        if outcome != Outcome::Success {
+            stopped = Some(outcome);
+            break;
+        }
+    }
+    let answer = plan.answer();
+    let mut out = Output::open(None)?;
+    out.write_all(render(args, &rows, answer).as_bytes())?;
+    out.finish()?;
+    if let Some(path) = &args.plot {
+        plot::write(path, args, &rows, answer)?;
+    }
+    if let Some(outcome) = stopped {
+        return Ok(outcome);
+    }
+    if answer.is_none() {
+        cli::warn(format!(
+            "no speed met the SLO ({}): even the lowest run missed it",
+            slo_text(args)
+        ));
+        return Ok(Outcome::Negative);
+    }
+    Ok(Outcome::Success)
+}
+
+/// `--cooldown`, then `--between`. A signal in the meantime ends the
+/// sweep: its outcome.
+fn between_runs(args: &Args) -> Result<Option<Outcome>> {
+    if args.cooldown > 0.0 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
+        let wait = std::time::Duration::from_secs_f64(args.cooldown / 1000.0);
+        let signalled = runtime.block_on(async {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => false,
+                _ = tokio::signal::ctrl_c() => true,
+            }
+        });
+        if signalled {
+            return Ok(Some(Outcome::Interrupted));
+        }
+    }
+    if let Some(cmd) = &args.between {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .status()
+            .map_err(|e| Error::msg(format!("--between: cannot run `sh`: {e}")))?;
+        if !status.success() {
+            use std::os::unix::process::ExitStatusExt;
+            if status.signal() == Some(libc::SIGINT) {
+                return Ok(Some(Outcome::Interrupted));
+            }
+            return Err(Error::msg(format!("--between `{cmd}` failed ({status})")));
+        }
+    }
+    Ok(None)
+}
+
+/// A speed as people and file names read it: 2, 0.5, 1.94.
+pub fn speed_label(speed: f64) -> String {
+    format!("{speed}")
+}
+
+/// The trace-replay flags of one run.
+fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args> {
+    let mut argv: Vec<String> = vec!["trace-replay".into()];
+    match &args.url {
+        Some(url) => argv.extend(["--url".into(), url.clone()]),
+        None => argv.push("--sim".into()),
+    }
+    argv.extend(args.sim_args.iter().map(|a| format!("--sim-arg={a}")));
+    if let Some(model) = &args.model {
+        argv.extend(["--model".into(), model.clone()]);
+    }
+    // --limit and --duration are the sweep's: the engine is given only
+    // the records of the run.
+    argv.extend(["--warmup".into(), args.warmup.to_string()]);
+    argv.extend(args.replay_args.iter().cloned());
+    argv.extend(["-o".into(), results.display().to_string(), trace.into()]);
+    engine::Args::try_parse_from(&argv).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or_default();
+        Error::usage(format!(
+            "--replay-arg: {} (give trace-replay's flags)",
+            first.strip_prefix("error: ").unwrap_or(first)
+        ))
+    })
+}
+
+/// Watches a run's results; says stop once the run cannot pass.
+struct Watch {
+    slo: Slo,
+    allowed_misses: u64,
+    allowed_errors: u64,
+    misses: u64,
+    errors: u64,
+    itl: Vec<f64>,
+}
+
+impl Watch {
+    fn new(args: &Args, requests: u64) -> Watch {
+        // Passing needs met ≥ attainment × n, that is misses ≤ (1 −
+        // attainment) × n; and errors ≤ max_error_rate × n.
+        let n = requests as f64;
+        Watch {
+            slo: args.slo.clone(),
+            allowed_misses: ((1.0 - args.attainment) * n + 1e-9).floor() as u64,
+            allowed_errors: (args.max_error_rate * n + 1e-9).floor() as u64,
+            misses: 0,
+            errors: 0,
+            itl: Vec::new(),
+        }
+    }
+
+    fn see(&mut self, line: &str) -> bool {
+        let Ok(view) = ResultView::read(line, &mut self.itl) else {
+            return false;
+        };
+        if view.warmup {
+            return false;
+        }
+        if !self.slo.met_by(Convention::Tracekit, &view, &self.itl) {
+            self.misses += 1;
+        }
+        if matches!(view.status, Status::Error | Status::Timeout) {
+            self.errors += 1;
+        }
+        self.misses > self.allowed_misses || self.errors > self.allowed_errors
+    }
+}
+
+/// Replay the trace at `speed`; its row, and how the run ended.
+fn run_one(args: &Args, trace: &Trace, speed: f64) -> Result<(Row, Outcome)> {
+    let label = speed_label(speed);
+    let results = args.dir.join(format!("speed-{label}.ndjson"));
+    let scaled = args.dir.join(format!(".speed-{label}.trace.jsonl"));
+    trace.write_run(speed, args, &scaled)?;
+    let (requests, offered_rps) = trace.run_size(speed, args);
+    let replay = replay_args(args, &scaled.display().to_string(), &results)?;
+    let watch = std::sync::Arc::new(std::sync::Mutex::new(Watch::new(args, requests)));
+    let hooks = Hooks {
+        on_result: Some(Box::new({
+            let watch = watch.clone();
+            move |r| {
+                let line = r.to_json_line();
+                watch.lock().is_ok_and(|mut w| w.see(&line))
+            }
+        })),
+    };
+    cli::note(format!(
+        "speed {label}: replaying {requests} request{}{} to {}",
+        crate::text::plural(requests),
+        offered_rps.map_or(String::new(), |r| format!(" at {r:.2}/s")),
+        results.display()
+    ));
+    let ran = engine::run_with(&replay, hooks);
+    let _ = std::fs::remove_file(&scaled);
+    let outcome = ran?;
+    let stopped_early = watch
+        .lock()
+        .map(|w| w.misses > w.allowed_misses || w.errors > w.allowed_errors)
+        .unwrap_or(false);
+    let report = summarize(args, &results)?;
+    let total = report["requests"]["total"].as_f64().unwrap_or(0.0);
+    let failed = report["requests"]["error"].as_f64().unwrap_or(0.0)
+        + report["requests"]["timeout"].as_f64().unwrap_or(0.0);
+    let attainment = report["slo"]["met"]["all"].as_f64();
+    let error_rate = (total > 0.0).then(|| failed / total);
+    let ok = report["requests"]["ok"].as_u64().unwrap_or(0);
+    let (passed, note) = match outcome {
+        Outcome::Interrupted | Outcome::Signalled(_) => (false, "interrupted".to_string()),
+        Outcome::Aborted => (
+            false,
+            "its first requests all failed (see above)".to_string(),
+        ),
+        _ if ok == 0 => (false, "no request was ok".to_string()),
+        _ => {
+            let att = attainment.unwrap_or(0.0);
+            let err = error_rate.unwrap_or(1.0);
+            let mut why = Vec::new();
+            if att + 1e-12 < args.attainment {
+                why.push(format!(
+                    "attainment {} < {}",
+                    percent(att),
+                    percent(args.attainment)
+                ));
+            }
+            if err > args.max_error_rate + 1e-12 {
+                why.push(format!(
+                    "error rate {} > {}",
+                    percent(err),
+                    percent(args.max_error_rate)
+                ));
+            }
+            if why.is_empty() {
+                (true, "passed".to_string())
+            } else {
+                let early = if stopped_early {
+                    " (stopped early: it could no longer pass)"
+                } else {
+                    ""
+                };
+                (false, format!("{}{early}", why.join(", ")))
+            }
+        }
+    };
+    let row = Row {
+        speed,
+        file: results.display().to_string(),
+        requests,
+        offered_rps,
+        report,
+        attainment,
+        error_rate,
+        passed,
+        note,
+    };
+    Ok((row, outcome))
+}
+
+/// A run's results, as trace-summarize reports them with the SLO.
+fn summarize(args: &Args, results: &Path) -> Result<Value> {
+    let specs = io::input_specs(&[results.display().to_string()])?;
+    let conventions = [Convention::Tracekit];
+    let fold = FoldOptions {
+        conventions: &conventions,
+        slo: &args.slo,
+        window_ms: None,
+    };
+    let mut a = Aggregate::default();
+    let mut itl = Vec::new();
+    let mut lines = Lines::new(&specs);
+    while let Some((loc, line)) = lines.next_line()? {
+        let view = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
+        a.add(&view, &itl, &fold);
+    }
+    Ok(report::to_json(
+        &a,
+        &ReportOptions {
+            conventions: &conventions,
+            percentiles: &PERCENTILES,
+            slo: &args.slo,
+            from_scheduled: false,
+            window_ms: None,
+        },
+    ))
+}
+
+const PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
+
+fn percent(f: f64) -> String {
+    let text = format!("{:.1}", f * 100.0);
+    format!("{}%", text.trim_end_matches(".0"))
+}
+
+fn slo_text(args: &Args) -> String {
+    let bounds: Vec<String> = args
+        .slo
+        .bounds
+        .iter()
+        .map(|(m, b)| format!("{} ≤ {}", m.name(), crate::duration::human(*b)))
+        .collect();
+    format!(
+        "{} for {} of requests, errors ≤ {}",
+        bounds.join(", "),
+        percent(args.attainment),
+        percent(args.max_error_rate)
+    )
+}
+
+/// The columns of a row, with their values: (name, value).
+fn columns(row: &Row) -> Vec<(String, Value)> {
+    let r = &row.report;
+    let mut c: Vec<(String, Value)> = vec![
+        ("speed".into(), json!(row.speed)),
+        ("requests".into(), json!(row.requests)),
+        ("offered_rps".into(), json!(row.offered_rps)),
+        (
+            "achieved_rps".into(),
+            r["throughput"]["requests_per_s"].clone(),
+        ),
+        (
+            "output_tokens_per_s".into(),
+            r["throughput"]["output_tokens_per_s"].clone(),
+        ),
+        ("ok".into(), r["requests"]["ok"].clone()),
+        ("attainment".into(), json!(row.attainment)),
+        ("goodput_per_s".into(), r["slo"]["goodput_per_s"].clone()),
+        ("error_rate".into(), json!(row.error_rate)),
+    ];
+    for metric in ["ttft", "tpot", "e2e"] {
+        for p in PERCENTILES {
+            let key = report::percentile_key(p);
+            c.push((format!("{metric}_{key}_ms"), r[metric][&key].clone()));
+        }
+    }
+    c.push(("passed".into(), json!(row.passed)));
+    c.push(("note".into(), json!(row.note)));
+    c.push(("file".into(), json!(row.file)));
+    c
+}
+
+fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
+    // By speed, whatever order the search ran them in.
+    let mut rows: Vec<&Row> = rows.iter().collect();
+    rows.sort_by(|a, b| a.speed.total_cmp(&b.speed));
+    let best = answer.and_then(|a| rows.iter().find(|r| r.speed == a).copied());
+    match args.format {
+        Format::Json => {
+            let runs: Vec<Value> = rows
+                .iter()
+                .map(|r| Value::Object(columns(r).into_iter().collect::<Map<_, _>>()))
+                .collect();
+            let mut slo = Map::new();
+            for (m, b) in &args.slo.bounds {
+                slo.insert(format!("{}_ms", m.name()), json!(b));
+            }
+            let j = json!({
+                "slo": slo,
+                "attainment": args.attainment,
+                "max_error_rate": args.max_error_rate,
+                "runs": runs,
+                "max_speed": answer,
+                "max_speed_requests_per_s": best.map(|b| b.report["throughput"]["requests_per_s"].clone()),
+                "max_speed_output_tokens_per_s": best.map(|b| b.report["throughput"]["output_tokens_per_s"].clone()),
+            });
+            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
+            text.push('\n');
+            text
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            if let Some(first) = rows.first() {
+                let _ = w.write_record(columns(first).iter().map(|(k, _)| k.as_str()));
+            }
+            for r in rows {
+                let _ = w.write_record(columns(r).iter().map(|(_, v)| match v {
+                    Value::Null => String::new(),
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }));
+            }
+            String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+        }
+        Format::Table | Format::Markdown => {
+            let style = if args.format == Format::Markdown {
+                Style::Markdown
+            } else {
+                Style::Plain
+            };
+            let header: Vec<String> = [
+                "speed",
+                "offered/s",
+                "ok/s",
+                "out tok/s",
+                "attained",
+                "goodput/s",
+                "errors",
+                "TTFT p50 ms",
+                "TTFT p99 ms",
+                "TPOT p50 ms",
+                "TPOT p99 ms",
+                "E2E p99 ms",
+                "SLO",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let table_rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    let j = &r.report;
+                    vec![
+                        format!("{}×", speed_label(r.speed)),
+                        r.offered_rps
+                            .map_or("-".into(), |v| report::num(&json!(v), 2)),
+                        report::num(&j["throughput"]["requests_per_s"], 2),
+                        report::num(&j["throughput"]["output_tokens_per_s"], 1),
+                        r.attainment.map_or("-".into(), percent),
+                        report::num(&j["slo"]["goodput_per_s"], 2),
+                        r.error_rate.map_or("-".into(), percent),
+                        report::num(&j["ttft"]["p50"], 1),
+                        report::num(&j["ttft"]["p99"], 1),
+                        report::num(&j["tpot"]["p50"], 1),
+                        report::num(&j["tpot"]["p99"], 1),
+                        report::num(&j["e2e"]["p99"], 1),
+                        if r.passed { "met" } else { "missed" }.to_string(),
+                    ]
+                })
+                .collect();
+            let mut text = format!("trace-sweep: SLO {}\n\n", slo_text(args));
+            text.push_str(&report::table(style, &header, &table_rows, true));
+            text.push('\n');
+            for r in rows.iter().filter(|r| !r.passed) {
+                text.push_str(&format!("{}×: {}\n", speed_label(r.speed), r.note));
+            }
+            text.push_str(&match best {
+                Some(b) => format!(
+                    "max speed: {}× met the SLO: {} requests/s offered, {} ok/s, {} output tokens/s\n",
+                    speed_label(b.speed),
+                    b.offered_rps.map_or("-".into(), |v| report::num(&json!(v), 2)),
+                    report::num(&b.report["throughput"]["requests_per_s"], 2),
+                    report::num(&b.report["throughput"]["output_tokens_per_s"], 1),
+                ),
+                None => "max speed: none (no run met the SLO)\n".to_string(),
+            });
+            text
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! `trace-sweep --plot`: the runs against offered load: attainment with its
+//! target, goodput and achieved rate, and latency percentiles with the SLO
+//! lines; the answer marked on each.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::{Args, Row, speed_label};
+use crate::error::{Error, Result};
+use crate::metrics::SloMetric;
+
+const WIDTH: u32 = 1000;
+const PANEL_HEIGHT: u32 = 300;
+const BLUE: RGBColor = RGBColor(31, 119, 180);
+const ORANGE: RGBColor = RGBColor(255, 127, 14);
+const GREEN: RGBColor = RGBColor(44, 160, 44);
+const PURPLE: RGBColor = RGBColor(148, 103, 189);
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
+fn plot_error(e: impl std::fmt::Display) -> Error {
+    Error::msg(format!("cannot draw the plot: {e}"))
+}
+
+/// The plot is SVG, alone or inline in HTML; other names are refused
+/// before the sweep starts.
+pub fn check_name(path: &Path) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ["svg", "html", "htm"]
+        .iter()
+        .any(|known| ext.eq_ignore_ascii_case(known))
+    {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "--plot {}: give a name ending in .svg (the plot) or .html (the plot in a web page)",
+        path.display()
+    )))
+}
+
+/// The x of a run: its offered request rate, or its speed when the trace
+/// has no rate (untimed records).
+fn x_of(row: &Row, by_rate: bool) -> f64 {
+    if by_rate {
+        row.offered_rps.unwrap_or(0.0)
+    } else {
+        row.speed
+    }
+}
+
+pub fn write(path: &Path, args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+    let mut svg = String::new();
+    draw(&mut svg, args, rows, answer)?;
+    let html = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    let text = if html {
+        format!(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>trace-sweep</title></head>\n<body>\n{svg}\n</body></html>\n"
+        )
+    } else {
+        svg
+    };
+    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+    let mut rows: Vec<&Row> = rows.iter().collect();
+    let by_rate = rows.iter().all(|r| r.offered_rps.is_some());
+    rows.sort_by(|a, b| x_of(a, by_rate).total_cmp(&x_of(b, by_rate)));
+    let x_name = if by_rate {
+        "offered requests/s"
+    } else {
+        "speed (× the trace's rate)"
+    };
+    let x_hi = rows
+        .iter()
+        .map(|r| x_of(r, by_rate))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let best = answer.and_then(|a| rows.iter().find(|r| r.speed == a).copied());
+
+    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 3)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let panels = root.split_evenly((3, 1));
+
+    // 1. Attainment, with the target.
+    {
+        let mut chart = ChartBuilder::on(&panels[0])
+            .caption(
+                format!("share of requests meeting the SLO, by {x_name}"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..x_hi, 0.0..105.0)
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|r| (x_of(r, by_rate), r.attainment.unwrap_or(0.0) * 100.0))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
+            .map_err(plot_error)?
+            .label("attainment %")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, BLUE.filled())))
+            .map_err(plot_error)?;
+        let target = args.attainment * 100.0;
+        chart
+            .draw_series(LineSeries::new(
+                vec![(0.0, target), (x_hi, target)],
+                GREY.stroke_width(1),
+            ))
+            .map_err(plot_error)?
+            .label(format!("target {target}%"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], GREY));
+        mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, 105.0)?;
+        legend(&mut chart)?;
+    }
+
+    // 2. Goodput and the achieved rate.
+    {
+        let hi = rows
+            .iter()
+            .flat_map(|r| {
+                [
+                    r.report["throughput"]["requests_per_s"].as_f64(),
+                    r.report["slo"]["goodput_per_s"].as_f64(),
+                ]
+            })
+            .flatten()
+            .fold(0.0f64, f64::max)
+            .max(1e-3)
+            * 1.1;
+        let mut chart = ChartBuilder::on(&panels[1])
+            .caption(
+                format!("ok requests/s and goodput, by {x_name}"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..x_hi, 0.0..hi)
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        for (key, name, color) in [
+            (["throughput", "requests_per_s"], "ok requests/s", GREEN),
+            (["slo", "goodput_per_s"], "goodput/s", ORANGE),
+        ] {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter_map(|r| {
+                    r.report[key[0]][key[1]]
+                        .as_f64()
+                        .map(|v| (x_of(r, by_rate), v))
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(plot_error)?;
+        }
+        mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, hi)?;
+        legend(&mut chart)?;
+    }
+
+    // 3. Latency percentiles, with the SLO bounds.
+    {
+        let series: [(&str, &str, &str, RGBColor); 4] = [
+            ("ttft", "p50", "TTFT p50", BLUE),
+            ("ttft", "p99", "TTFT p99", PURPLE),
+            ("tpot", "p99", "TPOT p99", GREEN),
+            ("e2e", "p99", "E2E p99", ORANGE),
+        ];
+        let values = rows.iter().flat_map(|r| {
+            series
+                .iter()
+                .filter_map(|(m, p, _, _)| r.report[*m][*p].as_f64())
+        });
+        let bounds = args.slo.bounds.iter().map(|(_, b)| *b);
+        let (lo, hi) = values
+            .chain(bounds)
+            .filter(|v| *v > 0.0 && v.is_finite())
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        let (lo, hi) = if hi > 0.0 {
+            (lo / 1.5, hi * 1.5)
+        } else {
+            (0.1, 1000.0)
+        };
+        let mut chart = ChartBuilder::on(&panels[2])
+            .caption(
+                format!("latency percentiles (ms, log) and the SLO, by {x_name}"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..x_hi, (lo..hi).log_scale())
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        for (metric, p, name, color) in series {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter_map(|r| {
+                    r.report[metric][p]
+                        .as_f64()
+                        .filter(|v| *v > 0.0)
+                        .map(|v| (x_of(r, by_rate), v))
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(points.iter().map(|&pt| Circle::new(pt, 3, color.filled())))
+                .map_err(plot_error)?;
+        }
+        for (metric, bound) in &args.slo.bounds {
+            let color = match metric {
+                SloMetric::Ttft => PURPLE,
+                SloMetric::Tpot => GREEN,
+                SloMetric::E2e => ORANGE,
+                SloMetric::Itl => GREY,
+            };
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, *bound), (x_hi, *bound)],
+                    6,
+                    4,
+                    color.stroke_width(1),
+                ))
+                .map_err(plot_error)?
+                .label(format!(
+                    "SLO {} {}",
+                    metric.name(),
+                    crate::duration::human(*bound)
+                ))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        mark(&mut chart, best.map(|b| x_of(b, by_rate)), lo, hi)?;
+        legend(&mut chart)?;
+    }
+    if let Some(b) = best {
+        root.draw(&Text::new(
+            format!("answer: {}× (dashed vertical line)", speed_label(b.speed)),
+            (WIDTH as i32 - 260, 8),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(plot_error)?;
+    }
+    root.present().map_err(plot_error)?;
+    Ok(())
+}
+
+/// The answer, as a dashed vertical line.
+fn mark<'a, Y>(
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    x: Option<f64>,
+    lo: f64,
+    hi: f64,
+) -> Result<()>
+where
+    Y: Ranged<ValueType = f64>,
+{
+    if let Some(x) = x {
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x, lo), (x, hi)],
+                6,
+                4,
+                BLACK.stroke_width(1),
+            ))
+            .map_err(plot_error)?;
+    }
+    Ok(())
+}
+
+fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Result<()>
+where
+    X: Ranged,
+    Y: Ranged,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(GREY)
+        .draw()
+        .map_err(plot_error)
+}

@@ -1,0 +1,271 @@
+//! trace-sweep against trace-sim with a fixed capacity: the answer is
+//! where the simulator's model says it is, and it holds when the same
+//! speed is replayed through the ordinary pipeline.
+
+use crate::util::*;
+
+/// The simulator: a batch of 8, TTFT 50 ms, 100 ms between tokens, the
+/// gaps independent of load (`--batch-slope 0`). A request of 3 output
+/// tokens and 10 prompt tokens holds its place for 50 + 10 × 0.02 (prefill)
+/// + 2 × 100 = 250.2 ms.
+const SIM: [&str; 5] = [
+    "--sim-arg=--max-batch=8",
+    "--sim-arg=--ttft-ms=50",
+    "--sim-arg=--itl-ms=100",
+    "--sim-arg=--batch-slope=0",
+    "--sim-arg=--cache-blocks=0",
+];
+const BATCH: usize = 8;
+const SERVICE_MS: f64 = 250.2;
+const TTFT_MS: f64 = 50.2;
+const RECORDS: usize = 48;
+const GAP_MS: f64 = 50.0;
+const SLO_TTFT_MS: f64 = 150.0;
+
+/// 48 requests 50 ms apart (20/s at speed 1).
+fn trace() -> String {
+    (0..RECORDS)
+        .map(|k| {
+            format!(
+                "{{\"timestamp\":{},\"input_length\":10,\"output_length\":3}}\n",
+                k as f64 * GAP_MS
+            )
+        })
+        .collect()
+}
+
+/// The simulator's model of the trace at `speed` with places held for
+/// `service_ms`: each request waits for the first free place, then its
+/// TTFT is the wait plus the model's TTFT.
+fn model_ttfts(speed: f64, service_ms: f64) -> Vec<f64> {
+    let mut free = [0.0f64; BATCH];
+    (0..RECORDS)
+        .map(|k| {
+            let arrive = k as f64 * GAP_MS / speed;
+            let (i, at) = free
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap();
+            let start = arrive.max(at);
+            free[i] = start + service_ms;
+            start - arrive + TTFT_MS
+        })
+        .collect()
+}
+
+/// Whether the model meets the SLO at `speed`: at most 1 % of requests
+/// (none of 48) over the TTFT bound.
+fn model_passes(speed: f64, service_ms: f64) -> bool {
+    model_ttfts(speed, service_ms)
+        .iter()
+        .filter(|&&t| t > SLO_TTFT_MS)
+        .count()
+        == 0
+}
+
+fn sweep(dir: &TestDir, extra: &[&str]) -> Run {
+    dir.write("trace.jsonl", trace());
+    dir.cmd("trace-sweep")
+        .args(["--sim", "--slo", "ttft=150ms", "-o", "runs"])
+        .args(SIM)
+        .args(extra)
+        .arg("trace.jsonl")
+        .run()
+}
+
+#[test]
+fn the_answer_of_a_sweep_holds_when_replayed_and_fails_at_a_quarter_more() {
+    // The model: 8 places of 250.2 ms serve 31.97 requests/s, speed 1.6
+    // of this trace; below it nobody waits (TTFT 50.2 ms). At 1.8 (36/s)
+    // arrivals outrun the places: from request 32 on each waits 140 ms
+    // (TTFT 190.1 ms), 16 of 48 over the bound. So of 1.2, 1.5 and 1.8 the
+    // answer is 1.5, with room for a slower machine (1.5 still passes
+    // with places held 6 % longer). The simulator cannot be faster than
+    // its model (a timer never fires early), so 1.8 and 1.875 fail.
+    assert!(model_passes(1.2, SERVICE_MS) && model_passes(1.5, SERVICE_MS));
+    assert!(model_passes(1.5, SERVICE_MS * 1.06));
+    assert!(!model_passes(1.8, SERVICE_MS) && !model_passes(1.875, SERVICE_MS));
+    let ttfts = model_ttfts(1.8, SERVICE_MS);
+    assert_eq!(ttfts.iter().filter(|&&t| t > SLO_TTFT_MS).count(), 16);
+    assert!((ttfts[47] - 190.09).abs() < 0.01, "{}", ttfts[47]);
+
+    let dir = TestDir::new("sweep-list");
+    let run = sweep(&dir, &["--speeds", "1.2,1.5,1.8", "--format", "json"]);
+    run.code(0);
+    let j = run.json();
+    assert_eq!(j["max_speed"], 1.5, "{}", run.stderr);
+    let runs = j["runs"].as_array().unwrap();
+    let speeds: Vec<f64> = runs.iter().map(|r| r["speed"].as_f64().unwrap()).collect();
+    assert_eq!(speeds, vec![1.2, 1.5, 1.8]);
+    let passed: Vec<bool> = runs
+        .iter()
+        .map(|r| r["passed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(passed, vec![true, true, false]);
+    // Offered rates: 47 gaps of 50 ms / speed.
+    assert_eq!(runs[0]["offered_rps"], 24.0);
+    assert_eq!(runs[1]["offered_rps"], 30.0);
+    assert_eq!(runs[0]["requests"], 48);
+    assert_eq!(runs[1]["attainment"], 1.0);
+    assert_eq!(runs[1]["error_rate"], 0.0);
+    // Each run is an ordinary results file.
+    for (run, label) in runs.iter().zip(["1.2", "1.5", "1.8"]) {
+        let file = format!("runs/speed-{label}.ndjson");
+        assert_eq!(run["file"], file);
+        assert!(dir.join(&file).exists(), "{file}");
+    }
+    let summary = dir
+        .cmd("trace-summarize")
+        .args(["--format", "json", "runs/speed-1.5.ndjson"])
+        .run();
+    summary.code(0);
+    assert_eq!(summary.json()["requests"]["ok"], 48);
+    // No scaled copy of the trace is left behind.
+    let left: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // The answer through the ordinary pipeline, and a quarter more.
+    for (speed, want) in [("1.5", 0), ("1.875", 1)] {
+        let scaled = dir
+            .cmd("trace-rescale")
+            .args(["--speed", speed, "trace.jsonl"])
+            .run();
+        scaled.code(0);
+        let results = dir
+            .cmd("trace-replay")
+            .arg("--sim")
+            .args(SIM)
+            .stdin(scaled.stdout.clone())
+            .run();
+        results.code(0);
+        dir.cmd("trace-summarize")
+            .args(["--slo", "ttft=150ms", "--fail-if", "slo.met.all<0.99"])
+            .stdin(results.stdout.clone())
+            .run()
+            .code(want);
+    }
+}
+
+#[test]
+fn a_search_lands_where_the_model_says() {
+    // The model's boundary: the highest speed (to 0.01) with no TTFT over
+    // 150 ms, for places held 250.2 ms, and 3 % longer (a slower machine).
+    let boundary = |service: f64| {
+        (100..400)
+            .map(|s| s as f64 / 100.0)
+            .take_while(|&s| model_passes(s, service))
+            .last()
+            .unwrap()
+    };
+    let (hi, lo) = (boundary(SERVICE_MS), boundary(SERVICE_MS * 1.03));
+    assert!(lo < hi && hi < 1.8, "{lo} {hi}");
+    let dir = TestDir::new("sweep-search");
+    let run = sweep(&dir, &["--search", "1..4", "--format", "json"]);
+    run.code(0);
+    let j = run.json();
+    let answer = j["max_speed"].as_f64().unwrap();
+    // A search ends with its last pass within 5 % of its first fail.
+    assert!(
+        answer >= lo / 1.05 && answer <= hi,
+        "answer {answer} outside [{}, {hi}]\n{}",
+        lo / 1.05,
+        run.stderr
+    );
+    let speeds: Vec<f64> = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["speed"].as_f64().unwrap())
+        .collect();
+    // Doubling from 1: 1 passes, 2 fails; then bisection from 1.5. Rows
+    // are in speed order.
+    assert_eq!((speeds[0], speeds[1]), (1.0, 1.5), "{speeds:?}");
+    assert_eq!(speeds.last(), Some(&2.0), "{speeds:?}");
+}
+
+#[test]
+fn no_speed_meeting_the_slo_is_a_negative_answer() {
+    let dir = TestDir::new("sweep-none");
+    dir.write("trace.jsonl", trace());
+    let run = dir
+        .cmd("trace-sweep")
+        .args(["--sim", "--slo", "ttft=1ms", "-o", "runs"])
+        .args(["--speeds", "1,2", "--format", "json"])
+        .args(["--between", "echo ran >> between.log"])
+        .arg("trace.jsonl")
+        .run();
+    run.code(1);
+    let j = run.json();
+    assert_eq!(j["max_speed"], serde_json::Value::Null);
+    for r in j["runs"].as_array().unwrap() {
+        assert_eq!(r["passed"], false);
+        // The first result already misses (none of 48 may): the run stops
+        // early and what was not sent is cancelled.
+        assert!(r["note"].as_str().unwrap().contains("stopped early"), "{r}");
+    }
+    // Between the two runs, once.
+    assert_eq!(dir.read("between.log"), b"ran\n");
+    assert!(
+        run.stderr.contains("no speed met the SLO"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_failing_between_command_stops_the_sweep() {
+    let dir = TestDir::new("sweep-between");
+    dir.write("trace.jsonl", trace());
+    let run = dir
+        .cmd("trace-sweep")
+        .args(["--sim", "--slo", "ttft=1ms", "-o", "runs"])
+        .args(["--speeds", "1,2", "--between", "exit 3"])
+        .arg("trace.jsonl")
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr
+            .contains("trace-sweep: error: --between `exit 3` failed (exit status: 3)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn bad_flags_are_refused_before_any_run() {
+    let dir = TestDir::new("sweep-usage");
+    dir.write("trace.jsonl", trace());
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--sim", "--replay-arg=--no-such-flag"],
+            "--replay-arg: unexpected argument '--no-such-flag' found (give trace-replay's flags)",
+        ),
+        (
+            &["--url", "http://127.0.0.1:9", "--sim-arg=--max-batch=2"],
+            "--sim-arg applies to --sim only",
+        ),
+        (
+            &["--sim", "--plot", "x.png"],
+            "--plot x.png: give a name ending in .svg",
+        ),
+        (&["--sim", "--speeds", "1,0"], "`0` is not a speed"),
+        (&["--sim", "--search", "4..1"], "`4..1`: 4 is above 1"),
+    ];
+    for (flags, want) in cases {
+        let run = dir
+            .cmd("trace-sweep")
+            .args(["--slo", "ttft=1s", "-o", "runs"])
+            .args(flags)
+            .arg("trace.jsonl")
+            .run();
+        run.code(2);
+        assert!(run.stderr.contains(want), "{flags:?}: {}", run.stderr);
+    }
+    assert!(!dir.join("runs").exists());
+}
