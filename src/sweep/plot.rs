@@ -73,12 +73,12 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
     } else {
         "speed (× the trace's rate)"
     };
-    let x_hi = rows
-        .iter()
-        .map(|r| x_of(r, by_rate))
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.1;
+    let xs = rows.iter().map(|r| x_of(r, by_rate));
+    let (x_min, x_max) = xs.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    let pad = ((x_max - x_min) * 0.05).max(x_max * 0.02).max(1e-3);
+    let (x_lo, x_hi) = ((x_min - pad).max(0.0), x_max + pad);
     let best = answer.and_then(|a| rows.iter().find(|r| r.speed == a).copied());
 
     let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 3)).into_drawing_area();
@@ -95,9 +95,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
-            .build_cartesian_2d(0.0..x_hi, 0.0..105.0)
+            .build_cartesian_2d(x_lo..x_hi, 0.0..105.0)
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| short(*v))
+            .draw()
+            .map_err(plot_error)?;
         let points: Vec<(f64, f64)> = rows
             .iter()
             .map(|r| (x_of(r, by_rate), r.attainment.unwrap_or(0.0) * 100.0))
@@ -113,14 +118,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
         let target = args.attainment * 100.0;
         chart
             .draw_series(LineSeries::new(
-                vec![(0.0, target), (x_hi, target)],
+                vec![(x_lo, target), (x_hi, target)],
                 GREY.stroke_width(1),
             ))
             .map_err(plot_error)?
             .label(format!("target {target}%"))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], GREY));
         mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, 105.0)?;
-        legend(&mut chart)?;
+        legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
     }
 
     // 2. Goodput and the achieved rate.
@@ -145,9 +150,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
-            .build_cartesian_2d(0.0..x_hi, 0.0..hi)
+            .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| short(*v))
+            .draw()
+            .map_err(plot_error)?;
         for (key, name, color) in [
             (["throughput", "requests_per_s"], "ok requests/s", GREEN),
             (["slo", "goodput_per_s"], "goodput/s", ORANGE),
@@ -170,7 +180,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                 .map_err(plot_error)?;
         }
         mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, hi)?;
-        legend(&mut chart)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
 
     // 3. Latency percentiles, with the SLO bounds.
@@ -194,7 +204,8 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                 (lo.min(v), hi.max(v))
             });
         let (lo, hi) = if hi > 0.0 {
-            (lo / 1.5, hi * 1.5)
+            // Headroom above the curves for the legend.
+            (lo / 1.5, hi * 6.0)
         } else {
             (0.1, 1000.0)
         };
@@ -206,9 +217,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
-            .build_cartesian_2d(0.0..x_hi, (lo..hi).log_scale())
+            .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| short(*v))
+            .draw()
+            .map_err(plot_error)?;
         for (metric, p, name, color) in series {
             let points: Vec<(f64, f64)> = rows
                 .iter()
@@ -240,7 +256,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             };
             chart
                 .draw_series(DashedLineSeries::new(
-                    vec![(0.0, *bound), (x_hi, *bound)],
+                    vec![(x_lo, *bound), (x_hi, *bound)],
                     6,
                     4,
                     color.stroke_width(1),
@@ -254,7 +270,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
         mark(&mut chart, best.map(|b| x_of(b, by_rate)), lo, hi)?;
-        legend(&mut chart)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     if let Some(b) = best {
         root.draw(&Text::new(
@@ -266,6 +282,12 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
     }
     root.present().map_err(plot_error)?;
     Ok(())
+}
+
+/// An axis number without noise: 10, not 10.0; 2.5, not 2.50.
+fn short(v: f64) -> String {
+    let text = format!("{v:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The answer, as a dashed vertical line.
@@ -295,14 +317,17 @@ where
     Ok(())
 }
 
-fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Result<()>
+fn legend<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    at: SeriesLabelPosition,
+) -> Result<()>
 where
     X: Ranged,
     Y: Ranged,
 {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(at)
         .background_style(WHITE.mix(0.8))
         .border_style(GREY)
         .draw()

@@ -269,3 +269,61 @@ fn bad_flags_are_refused_before_any_run() {
     }
     assert!(!dir.join("runs").exists());
 }
+
+#[test]
+fn ctrl_c_stops_the_run_and_prints_the_rows_so_far() {
+    use std::process::{Command, Stdio};
+    let dir = TestDir::new("sweep-ctrl-c");
+    // 100 requests 100 ms apart: the second run (speed 2) lasts 5 s.
+    let trace: String = (0..100)
+        .map(|k| {
+            format!(
+                "{{\"timestamp\":{},\"input_length\":10,\"output_length\":2}}\n",
+                k * 100
+            )
+        })
+        .collect();
+    dir.write("trace.jsonl", trace);
+    let child = Command::new(bin("trace-sweep"))
+        .current_dir(&dir.path)
+        .args([
+            "--sim", "--slo", "ttft=1s", "--speeds", "4,2", "--format", "json",
+        ])
+        .args(["-o", "runs", "trace.jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (boundedly) for the second run's first results.
+    let second = dir.join("runs/speed-2.ndjson");
+    for _ in 0..1000 {
+        let text = std::fs::read_to_string(&second).unwrap_or_default();
+        if text.lines().count() >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    // By speed: the interrupted run at 2, the whole run at 4.
+    assert_eq!(runs.len(), 2, "{j}");
+    assert_eq!(
+        (&runs[0]["speed"], &runs[0]["passed"]),
+        (&2.0.into(), &false.into())
+    );
+    assert_eq!(runs[0]["note"], "interrupted");
+    assert_eq!(
+        (&runs[1]["speed"], &runs[1]["passed"]),
+        (&4.0.into(), &true.into())
+    );
+    assert_eq!(j["max_speed"], 4.0);
+    // The interrupted run still has one result per record.
+    let lines = std::fs::read_to_string(&second).unwrap().lines().count();
+    assert_eq!(lines, 100);
+}
