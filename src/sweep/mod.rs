@@ -343,12 +343,28 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut stopped = None;
     while let Some(speed) = plan.next() {
         if !rows.is_empty() {
-            if let Some(outcome) = between_runs(args)? {
-                stopped = Some(outcome);
-                break;
+            match between_runs(args) {
+                Ok(None) => {}
+                Ok(Some(outcome)) => {
+                    stopped = Some(outcome);
+                    break;
+                }
+                Err(e) => {
+                    print_rows(args, &rows, plan.answer())?;
+                    return Err(e);
+                }
             }
         }
-        let (row, outcome) = run_one(args, &trace, speed)?;
+        let (row, outcome) = match run_one(args, &trace, speed) {
+            Ok(ran) => ran,
+            Err(e) => {
+                // The rows so far still answer something.
+                if !rows.is_empty() {
+                    print_rows(args, &rows, plan.answer())?;
+                }
+                return Err(e);
+            }
+        };
         cli::note(format!(
             "speed {}: {}",
             speed_label(speed),
@@ -366,12 +382,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     let answer = plan.answer();
-    let mut out = Output::open(None)?;
-    out.write_all(render(args, &rows, answer).as_bytes())?;
-    out.finish()?;
-    if let Some(path) = &args.plot {
-        plot::write(path, args, &rows, answer)?;
-    }
+    print_rows(args, &rows, answer)?;
     if let Some(outcome) = stopped {
         return Ok(outcome);
     }
@@ -383,6 +394,17 @@ pub fn run(args: &Args) -> Result<Outcome> {
         return Ok(Outcome::Negative);
     }
     Ok(Outcome::Success)
+}
+
+/// The rows on standard output, and the plot.
+fn print_rows(args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+    let mut out = Output::open(None)?;
+    out.write_all(render(args, rows, answer).as_bytes())?;
+    out.finish()?;
+    if let Some(path) = &args.plot {
+        plot::write(path, args, rows, answer)?;
+    }
+    Ok(())
 }
 
 /// `--cooldown`, then `--between`. A signal in the meantime ends the
