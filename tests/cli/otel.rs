@@ -1029,3 +1029,288 @@ fn graph_flag_gives_langfuse_observations_of_one_trace_their_dependencies() {
         ]
     );
 }
+
+/// The attributes of an OTLP span as one object (typed values unwrapped).
+fn attrs_of(span: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for kv in span["attributes"].as_array().unwrap() {
+        let v = kv["value"].as_object().unwrap();
+        assert_eq!(v.len(), 1, "{kv}");
+        let (kind, inner) = v.iter().next().unwrap();
+        let inner = match kind.as_str() {
+            "arrayValue" => Value::Array(
+                inner["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x["stringValue"].clone())
+                    .collect(),
+            ),
+            _ => inner.clone(),
+        };
+        out.insert(kv["key"].as_str().unwrap().to_string(), inner);
+    }
+    Value::Object(out)
+}
+
+fn is_hex(s: &Value, len: usize) -> bool {
+    let s = s.as_str().unwrap();
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit()) && s.bytes().any(|b| b != b'0')
+}
+
+#[test]
+fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
+    let input = concat!(
+        r#"{"index":0,"id":"a","session_id":"s","model":"m","scheduled_ms":10.0,"sent_ms":10.5,"start_time":"2026-11-23T10:00:00.010500Z","ttft_ms":100.0,"first_chunk_ms":50.0,"e2e_ms":400.0,"itl_ms":[100.0,200.0],"input_length":5,"output_length":3,"prompt_tokens":6,"completion_tokens":4,"cached_tokens":2,"finish_reason":"stop","status":"ok","http_status":200}"#,
+        "\n",
+        // Its wall clock is 1 µs ahead of the run's: the span keeps the run's.
+        r#"{"index":1,"session_id":"s","after":["a"],"scheduled_ms":420.0,"sent_ms":420.25,"start_time":"2026-11-23T10:00:00.420251Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":7,"output_length":2,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":500,"error":"HTTP 500: boom"}"#,
+        "\n",
+        r#"{"index":2,"id":"t","scheduled_ms":500.0,"sent_ms":500.0,"start_time":"2026-11-23T10:00:00.500000Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":1,"output_length":1,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"timeout","http_status":null,"error":"no answer within 1s","shard":"1/2"}"#,
+        "\n"
+    );
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "otlp"])
+        .stdin(input)
+        .run();
+    run.ok();
+    // One document on one line, as the Collector's file exporter writes.
+    assert_eq!(run.lines().len(), 1);
+    let doc = run.json();
+    let rs = doc["resourceSpans"].as_array().unwrap();
+    assert_eq!(rs.len(), 1);
+    assert_eq!(
+        attrs_of(&rs[0]["resource"]),
+        json!({"service.name": "trace-replay",
+               "tracekit.run.start": "2026-11-23T10:00:00.000000Z"})
+    );
+    assert_eq!(rs[0]["scopeSpans"][0]["scope"]["name"], "tracekit");
+    let spans = rs[0]["scopeSpans"][0]["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 3);
+    for s in spans {
+        assert!(is_hex(&s["traceId"], 32) && is_hex(&s["spanId"], 16), "{s}");
+        assert_eq!(s["kind"], 3, "{s}");
+    }
+    // 10:00:00Z is 1795428000 s since the epoch; the run starts there
+    // (start_time 10.5 ms after it, at sent_ms 10.5).
+    let t0: u64 = 1_795_428_000_000_000_000;
+    let times = |s: &Value| {
+        [&s["startTimeUnixNano"], &s["endTimeUnixNano"]]
+            .map(|t| t.as_str().unwrap().parse::<u64>().unwrap() - t0)
+    };
+    assert_eq!(times(&spans[0]), [10_500_000, 410_500_000]);
+    assert_eq!(times(&spans[1]), [420_250_000, 420_250_000]);
+    assert_eq!(times(&spans[2]), [500_000_000, 500_000_000]);
+    assert_eq!(spans[0]["name"], "chat m");
+    assert_eq!(
+        attrs_of(&spans[0]),
+        json!({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+               "gen_ai.request.max_tokens": "3", "gen_ai.conversation.id": "s",
+               "gen_ai.usage.input_tokens": "6", "gen_ai.usage.output_tokens": "4",
+               "gen_ai.usage.cache_read.input_tokens": "2",
+               "gen_ai.response.finish_reasons": ["stop"],
+               "gen_ai.response.time_to_first_chunk": 0.1,
+               "http.response.status_code": "200", "tracekit.index": "0",
+               "tracekit.record.id": "a"})
+    );
+    assert_eq!(spans[0]["status"], json!({}));
+    assert!(spans[0].get("links").is_none());
+    // Missing counts stay missing; the error's HTTP status is its type.
+    assert_eq!(
+        attrs_of(&spans[1]),
+        json!({"gen_ai.operation.name": "chat", "gen_ai.request.max_tokens": "2",
+               "gen_ai.conversation.id": "s", "http.response.status_code": "500",
+               "error.type": "500", "tracekit.index": "1"})
+    );
+    assert_eq!(
+        spans[1]["status"],
+        json!({"code": 2, "message": "HTTP 500: boom"})
+    );
+    // One session, one trace; the turn links to the one it waited for.
+    assert_eq!(spans[1]["traceId"], spans[0]["traceId"]);
+    assert_eq!(
+        spans[1]["links"],
+        json!([{"traceId": spans[0]["traceId"], "spanId": spans[0]["spanId"]}])
+    );
+    assert_eq!(
+        attrs_of(&spans[2]),
+        json!({"gen_ai.operation.name": "chat", "gen_ai.request.max_tokens": "1",
+               "error.type": "timeout", "tracekit.index": "2",
+               "tracekit.record.id": "t", "tracekit.shard": "1/2"})
+    );
+    assert_eq!(
+        spans[2]["status"],
+        json!({"code": 2, "message": "no answer within 1s"})
+    );
+    assert_ne!(spans[2]["traceId"], spans[0]["traceId"]);
+    // The same results give the same ids.
+    let again = Cmd::new("trace-summarize")
+        .args(["--requests", "otlp"])
+        .stdin(input)
+        .run();
+    assert_eq!(again.stdout, run.stdout);
+
+    // trace-convert reads it back: the errors are dropped and counted.
+    let back = Cmd::new("trace-convert").stdin(run.stdout.clone()).run();
+    let got: Vec<Value> = records(&back).iter().map(numbers_as_f64).collect();
+    assert_eq!(
+        got,
+        vec![numbers_as_f64(
+            &json!({"timestamp": 0, "input_length": 6, "output_length": 4,
+            "model": "m", "id": spans[0]["spanId"],
+            "observed": {"prompt_tokens": 6, "completion_tokens": 4, "ttft_ms": 100,
+                "e2e_ms": 400, "cached_tokens": 2, "status": "ok"}})
+        )]
+    );
+    assert!(
+        back.stderr
+            .contains("3 records read, 1 written, 2 dropped (2 failed)"),
+        "{}",
+        back.stderr
+    );
+}
+
+#[test]
+fn an_empty_results_file_is_an_empty_otlp_document_and_a_bad_start_time_is_named() {
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "otlp"])
+        .stdin("")
+        .run();
+    run.ok();
+    assert_eq!(run.stdout_str(), "{\"resourceSpans\":[]}\n");
+    let bad = r#"{"index":0,"scheduled_ms":0,"sent_ms":0,"start_time":"yesterday","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":1,"output_length":1,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":null}"#;
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "otlp"])
+        .stdin(bad)
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-summarize: <stdin>:1: error: field `start_time`: \"yesterday\" is not an RFC 3339 time\n"
+    );
+}
+
+/// Replay a trace of a session (a fan-out and a join) and a lone request
+/// on the simulator, export the results as OTLP and convert them back:
+/// the replayed trace returns, its times those the run measured.
+#[test]
+fn a_replay_exported_as_otlp_converts_back_to_the_replayed_trace() {
+    let dir = TestDir::new("otlp-round-trip");
+    // b and c both wait for a and start together, so they overlap (each
+    // lasts at least the simulator's 20 ms TTFT); d joins them.
+    let trace = [
+        json!({"timestamp": 0, "input_length": 600, "hash_ids": [1, 2], "output_length": 4, "session_id": "s1", "id": "a"}),
+        json!({"timestamp": 5, "input_length": 100, "hash_ids": [7], "output_length": 2, "id": "x"}),
+        json!({"input_length": 700, "hash_ids": [1, 3], "output_length": 3, "session_id": "s1", "id": "b", "after": ["a"]}),
+        json!({"input_length": 50, "hash_ids": [9], "output_length": 2, "session_id": "s1", "id": "c", "after": ["a"]}),
+        json!({"input_length": 1100, "hash_ids": [1, 3, 4], "output_length": 5, "session_id": "s1", "id": "d", "after": ["b", "c"], "delay": 10}),
+    ];
+    let text: String = trace.iter().map(|r| format!("{r}\n")).collect();
+    let trace_path = dir.write("trace.jsonl", &text);
+    let replay = Cmd::new("trace-replay").arg("--sim").arg(&trace_path).run();
+    replay.code(0);
+    let results = replay.json_lines();
+    assert_eq!(results.len(), 5);
+    let otlp = Cmd::new("trace-summarize")
+        .args(["--requests", "otlp"])
+        .stdin(replay.stdout.clone())
+        .run();
+    otlp.ok();
+    // Span id to record id, from the export.
+    let doc = otlp.json();
+    let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    let record_of: std::collections::HashMap<String, String> = spans
+        .iter()
+        .map(|s| {
+            (
+                s["spanId"].as_str().unwrap().to_string(),
+                attrs_of(s)["tracekit.record.id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let back = Cmd::new("trace-convert")
+        .args(["--from", "otel"])
+        .stdin(otlp.stdout.clone())
+        .run();
+    let got = records(&back);
+    assert_eq!(got.len(), 5);
+
+    // Expected, from the results: microseconds as integers.
+    let us = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
+    let result: std::collections::HashMap<&str, &Value> = results
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r))
+        .collect();
+    let sent = |id: &str| us(&result[id]["sent_ms"]);
+    let end = |id: &str| sent(id) + us(&result[id]["e2e_ms"]);
+    let first = ["a", "x", "b", "c", "d"]
+        .map(sent)
+        .into_iter()
+        .min()
+        .unwrap();
+    let mut order = vec!["a", "x", "b", "c", "d"];
+    order.sort_by_key(|id| sent(id));
+    // d waits for the one of b and c that ended last first.
+    let mut joined = vec!["b", "c"];
+    joined.sort_by_key(|id| std::cmp::Reverse(end(id)));
+    let ms = |us: i64| json!(us as f64 / 1000.0);
+    for (r, id) in got.iter().zip(&order) {
+        let want_id = &record_of[r["id"].as_str().unwrap()];
+        assert_eq!(want_id, id, "{r}");
+        let rec = &trace.iter().find(|t| t["id"] == *id).unwrap();
+        let res = result[id];
+        let mut want = json!({
+            "timestamp": ms(sent(id) - first),
+            "input_length": rec["input_length"],
+            "output_length": rec["output_length"],
+        });
+        if let Some(s) = rec.get("session_id") {
+            want["session_id"] = s.clone();
+        }
+        want["id"] = r["id"].clone();
+        want["observed"] = json!({
+            "prompt_tokens": rec["input_length"],
+            "completion_tokens": rec["output_length"],
+            "ttft_ms": res["ttft_ms"],
+            "e2e_ms": res["e2e_ms"],
+            "cached_tokens": res["cached_tokens"],
+            "status": "ok",
+        });
+        let waited: Vec<&str> = match *id {
+            "b" | "c" => vec!["a"],
+            "d" => joined.clone(),
+            _ => vec![],
+        };
+        if let Some(last) = waited.first() {
+            let after: Vec<Value> = r["after"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| json!(record_of[s.as_str().unwrap()]))
+                .collect();
+            assert_eq!(after, waited.iter().map(|w| json!(w)).collect::<Vec<_>>());
+            want["after"] = r["after"].clone();
+            want["delay"] = ms(sent(id) - end(last));
+        }
+        assert_eq!(numbers_as_f64(r), numbers_as_f64(&want));
+    }
+}
+
+/// Numbers compared by value (2 and 2.0 are one number).
+fn numbers_as_f64(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64().unwrap()),
+        Value::Array(a) => Value::Array(a.iter().map(numbers_as_f64).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_f64(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
