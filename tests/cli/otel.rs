@@ -1314,3 +1314,232 @@ fn numbers_as_f64(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// A small protobuf encoder for the tests: OTLP JSON documents as the
+/// binary `TracesData` of opentelemetry-proto (trace.proto field numbers),
+/// so that each .pb input has a JSON twin to be compared with.
+mod pb {
+    use serde_json::Value;
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn tag(out: &mut Vec<u8>, field: u64, wire: u64) {
+        varint(out, field << 3 | wire);
+    }
+
+    fn bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
+        tag(out, field, 2);
+        varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
+
+    fn fixed64(out: &mut Vec<u8>, field: u64, v: u64) {
+        tag(out, field, 1);
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn any(v: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some((kind, inner)) = v.as_object().and_then(|o| o.iter().next()) else {
+            return out;
+        };
+        match kind.as_str() {
+            "stringValue" => bytes(&mut out, 1, inner.as_str().unwrap().as_bytes()),
+            "boolValue" => {
+                tag(&mut out, 2, 0);
+                varint(&mut out, inner.as_bool().unwrap() as u64);
+            }
+            "intValue" => {
+                let n: i64 = match inner {
+                    Value::String(s) => s.parse().unwrap(),
+                    n => n.as_i64().unwrap(),
+                };
+                tag(&mut out, 3, 0);
+                varint(&mut out, n as u64);
+            }
+            "doubleValue" => {
+                tag(&mut out, 4, 1);
+                out.extend_from_slice(&inner.as_f64().unwrap().to_le_bytes());
+            }
+            "arrayValue" => {
+                let mut arr = Vec::new();
+                for item in inner["values"].as_array().unwrap() {
+                    bytes(&mut arr, 1, &any(item));
+                }
+                bytes(&mut out, 5, &arr);
+            }
+            other => panic!("no encoding for {other}"),
+        }
+        out
+    }
+
+    fn kvs(out: &mut Vec<u8>, field: u64, list: Option<&Value>) {
+        for kv in list.and_then(Value::as_array).into_iter().flatten() {
+            let mut m = Vec::new();
+            bytes(&mut m, 1, kv["key"].as_str().unwrap().as_bytes());
+            bytes(&mut m, 2, &any(&kv["value"]));
+            bytes(out, field, &m);
+        }
+    }
+
+    fn span(s: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (field, key) in [(1, "traceId"), (2, "spanId"), (4, "parentSpanId")] {
+            if let Some(id) = s[key].as_str().filter(|id| !id.is_empty()) {
+                bytes(&mut out, field, &hex(id));
+            }
+        }
+        bytes(&mut out, 5, s["name"].as_str().unwrap().as_bytes());
+        tag(&mut out, 6, 0);
+        varint(&mut out, s["kind"].as_u64().unwrap());
+        for (field, key) in [(7, "startTimeUnixNano"), (8, "endTimeUnixNano")] {
+            fixed64(&mut out, field, s[key].as_str().unwrap().parse().unwrap());
+        }
+        kvs(&mut out, 9, s.get("attributes"));
+        for e in s
+            .get("events")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut m = Vec::new();
+            fixed64(
+                &mut m,
+                1,
+                e["timeUnixNano"].as_str().unwrap().parse().unwrap(),
+            );
+            bytes(&mut m, 2, e["name"].as_str().unwrap().as_bytes());
+            kvs(&mut m, 3, e.get("attributes"));
+            bytes(&mut out, 11, &m);
+        }
+        if let Some(code) = s["status"].get("code").and_then(Value::as_u64) {
+            let mut m = Vec::new();
+            tag(&mut m, 3, 0);
+            varint(&mut m, code);
+            bytes(&mut out, 15, &m);
+        }
+        out
+    }
+
+    /// One `{"resourceSpans": …}` document as a `TracesData` message.
+    pub fn traces_data(doc: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in doc["resourceSpans"].as_array().unwrap() {
+            let mut rs = Vec::new();
+            let mut res = Vec::new();
+            kvs(&mut res, 1, r["resource"].get("attributes"));
+            bytes(&mut rs, 1, &res);
+            for s in r["scopeSpans"].as_array().unwrap() {
+                let mut ss = Vec::new();
+                let mut scope = Vec::new();
+                bytes(
+                    &mut scope,
+                    1,
+                    s["scope"]["name"].as_str().unwrap().as_bytes(),
+                );
+                bytes(&mut ss, 1, &scope);
+                for sp in s["spans"].as_array().unwrap() {
+                    bytes(&mut ss, 2, &span(sp));
+                }
+                bytes(&mut rs, 2, &ss);
+            }
+            bytes(&mut out, 1, &rs);
+        }
+        out
+    }
+}
+
+#[test]
+fn otlp_protobuf_converts_to_the_same_trace_as_its_json_twin() {
+    let dir = TestDir::new("otel-pb");
+    for name in [
+        "bifrost.gaia-0-claude-code.traces.jsonl",
+        "bifrost.bigcodebench-0-zerostack.traces.jsonl",
+    ] {
+        let json_run = Cmd::new("trace-convert").arg(fixture(name)).run();
+        json_run.code(0);
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        let docs: Vec<Value> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // One message (encoded messages concatenated are one message with
+        // every resource's spans), and the Collector's framing: each
+        // message after its size, 4 bytes big-endian.
+        let single: Vec<u8> = docs.iter().flat_map(pb::traces_data).collect();
+        let mut framed = Vec::new();
+        for d in &docs {
+            let m = pb::traces_data(d);
+            framed.extend_from_slice(&(m.len() as u32).to_be_bytes());
+            framed.extend_from_slice(&m);
+        }
+        for (file, bytes) in [("single.pb", &single), ("framed.bin", &framed)] {
+            let path = dir.write(file, bytes);
+            // By content, whatever the name.
+            let run = Cmd::new("trace-convert").arg(&path).run();
+            run.code(0);
+            assert_eq!(run.stdout_str(), json_run.stdout_str(), "{name} as {file}");
+            assert!(
+                run.stderr.contains("recognised as otel input"),
+                "{}",
+                run.stderr
+            );
+            let spans = json_run
+                .stderr
+                .lines()
+                .find(|l| l.contains("spans read"))
+                .unwrap();
+            let spans = spans.split(".jsonl").nth(1).unwrap();
+            assert!(run.stderr.contains(spans), "{spans}\n{}", run.stderr);
+        }
+    }
+}
+
+#[test]
+fn bad_otlp_protobuf_names_the_file_and_byte_and_never_panics() {
+    let dir = TestDir::new("otel-pb-bad");
+    let doc: Value = serde_json::from_str(
+        std::fs::read_to_string(fixture("bifrost.bigcodebench-0-zerostack.traces.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let whole = pb::traces_data(&doc);
+    let cut = dir.write("cut.pb", &whole[..whole.len() / 2]);
+    let run = Cmd::new("trace-convert").arg(&cut).run();
+    run.code(2);
+    let want = format!(
+        "trace-convert: {}:1: error: malformed OTLP protobuf (byte 0): failed to decode Protobuf message: ",
+        cut.display()
+    );
+    assert!(run.stderr.contains(&want), "{}", run.stderr);
+    // A frame that claims more bytes than are left.
+    let mut framed = (whole.len() as u32 + 10).to_be_bytes().to_vec();
+    framed.extend_from_slice(&whole);
+    let path = dir.write("framed.pb", &framed);
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    run.code(2);
+    let want = format!(
+        "trace-convert: {}:1: error: malformed OTLP protobuf (byte 0): a message of {} bytes, but {} are left\n",
+        path.display(),
+        whole.len() + 10,
+        whole.len()
+    );
+    assert!(run.stderr.contains(&want), "{}", run.stderr);
+}
