@@ -28,10 +28,12 @@ use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{Error, FieldError, Location, Result, quote_value};
 use crate::text::plural;
 
+mod pb;
+
 /// OTLP JSON, Jaeger downloads, flat span lists, Vercel and Phoenix spans.
 pub fn sniff(head: &Head) -> bool {
     if !head.is_json() {
-        return false;
+        return head_is_protobuf(head);
     }
     let otlp = head.contains_any(&[
         "\"resourceSpans\"",
@@ -48,6 +50,17 @@ pub fn sniff(head: &Head) -> bool {
         && head.contains("\"key\"")
         && head.contains_any(&["\"gen_ai.", "\"llm.", "\"openinference."]);
     otlp || jaeger || vercel || flat || protojson
+}
+
+/// OTLP protobuf, as far as the head's text shows it (the head's leading
+/// whitespace, which may be the first tag byte, is trimmed): binary bytes
+/// JSON never holds, and attribute names of spans.
+fn head_is_protobuf(head: &Head) -> bool {
+    head.contains_any(&["gen_ai.", "llm.", "openinference.", "service.name"])
+        && head
+            .text
+            .bytes()
+            .any(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
 }
 
 /// What one input held, for the note at its end.
@@ -83,6 +96,24 @@ struct State {
 
 pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let mut st = State::default();
+    let head = reader.fill_buf().map_err(|e| Error::io(&*source, e))?;
+    if source.ends_with(".pb") || pb::looks_like(&head[..head.len().min(64 * 1024)]) {
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io(&*source, e))?;
+        let loc = Location::new(source.clone(), 1);
+        match pb::decode(&bytes) {
+            Ok(messages) => {
+                drop(bytes);
+                for m in &messages {
+                    document(ctx, &mut st, &loc, pb::to_json(m))?;
+                }
+            }
+            Err(msg) => ctx.bad(FieldError::record(msg).at(&loc))?,
+        }
+        return finish_input(ctx, st, &source);
+    }
     let mut first = String::new();
     let mut line_no = 0u64;
     // Skip blank lines; the first line that is a JSON value on its own

@@ -131,8 +131,9 @@ pub struct Args {
 
     /// Instead of the summary, one row per result with its figures (lag,
     /// TTFT and TPOT under the first --convention, ITL count, mean and max):
-    /// csv (with a header, for spreadsheets) or json (each result line with
-    /// those figures added).
+    /// csv (with a header, for spreadsheets), json (each result line with
+    /// those figures added) or otlp (one OpenTelemetry GenAI span per
+    /// result, OTLP JSON, which trace-convert --from otel reads back).
     #[arg(long, value_enum, value_name = "FORMAT",
           conflicts_with_all = ["fail_if", "window", "by", "slo", "format", "plot"])]
     pub requests: Option<requests::RequestsFormat>,

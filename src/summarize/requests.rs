@@ -16,6 +16,8 @@ pub enum RequestsFormat {
     Csv,
     /// The result lines with the derived figures added (NDJSON).
     Json,
+    /// One OTLP JSON document of GenAI client spans, one per result.
+    Otlp,
 }
 
 /// The CSV columns, in order.
@@ -77,9 +79,12 @@ pub fn export(
     convention: Convention,
     skipper: &mut Skipper,
 ) -> Result<()> {
+    if format == RequestsFormat::Otlp {
+        return otlp::export(lines, out, convention, skipper);
+    }
     let mut csv_out = match format {
         RequestsFormat::Csv => Some(csv::Writer::from_writer(Vec::new())),
-        RequestsFormat::Json => None,
+        _ => None,
     };
     if let Some(w) = &mut csv_out {
         w.write_record(COLUMNS).map_err(csv_error)?;
@@ -163,4 +168,268 @@ fn flush_csv(w: &mut csv::Writer<Vec<u8>>, out: &mut Output) -> Result<()> {
 
 fn csv_error(e: csv::Error) -> crate::error::Error {
     crate::error::Error::msg(format!("cannot write CSV: {e}"))
+}
+
+/// `--requests otlp`: the results as OpenTelemetry spans (OTLP JSON, one
+/// `{"resourceSpans": …}` document on one line, as the Collector's file
+/// exporter writes it), with the GenAI semantic conventions' attribute
+/// names, so that a replay can be looked at beside production traffic and
+/// `trace-convert --from otel` gives the replayed trace back.
+mod otlp {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::super::metrics::Convention;
+    use crate::cli::Skipper;
+    use crate::error::{FieldError, Result};
+    use crate::io::{Lines, Output};
+    use crate::result::{ResultRecord, ResultView, Status};
+
+    /// OTLP's SpanKind CLIENT and StatusCode ERROR.
+    const KIND_CLIENT: u64 = 3;
+    const STATUS_ERROR: u64 = 2;
+
+    /// One run: the wall-clock time its `sent_ms` count from.
+    #[derive(Clone, Copy)]
+    struct Run {
+        /// Epoch microseconds at `sent_ms` 0.
+        origin_us: i64,
+    }
+
+    /// Streams the document: one resource per input (a results file is a
+    /// run), its spans written as they are read, so memory does not grow.
+    pub fn export(
+        lines: &mut Lines,
+        out: &mut Output,
+        convention: Convention,
+        skipper: &mut Skipper,
+    ) -> Result<()> {
+        out.write_all(b"{\"resourceSpans\":[")?;
+        let mut source: Option<Arc<str>> = None;
+        // Per shard of the input: the shards of a multi-machine replay have
+        // clocks of their own.
+        let mut runs: HashMap<Option<String>, Run> = HashMap::new();
+        let mut first_span = true;
+        let mut itl = Vec::new();
+        let mut buf = Vec::with_capacity(2048);
+        while let Some((loc, line)) = lines.next_line()? {
+            let parsed = ResultView::read(line, &mut itl).and_then(|view| {
+                let record: ResultRecord = serde_json::from_str(line)
+                    .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
+                let sent_us = us(record.sent_ms);
+                let start_us = crate::time::parse_datetime(&record.start_time)
+                    .filter(|d| d.has_zone)
+                    .map(|d| d.epoch_ns.div_euclid(1000))
+                    .ok_or_else(|| {
+                        FieldError::new(
+                            "start_time",
+                            format!(
+                                "{} is not an RFC 3339 time",
+                                crate::error::quote_value(&json!(record.start_time).to_string())
+                            ),
+                        )
+                    })?;
+                Ok((convention.ttft(&view), record, start_us - sent_us))
+            });
+            let (ttft_ms, r, origin_us) = match parsed {
+                Ok(x) => x,
+                Err(e) => {
+                    skipper.skip(e.at(&loc))?;
+                    continue;
+                }
+            };
+            if source.as_ref() != Some(&loc.source) {
+                if source.is_some() {
+                    out.write_all(b"]}]},")?;
+                }
+                runs.clear();
+                source = Some(loc.source.clone());
+                first_span = true;
+                let start = run_start(origin_us);
+                let resource = json!({"resource": {"attributes": [
+                    attr("service.name", "stringValue", json!("trace-replay")),
+                    attr("tracekit.run.start", "stringValue", json!(start)),
+                ]}});
+                let mut head = resource.to_string();
+                head.pop(); // reopened for scopeSpans
+                head.push_str(",\"scopeSpans\":[{\"scope\":{\"name\":\"tracekit\",\"version\":");
+                head.push_str(&json!(env!("CARGO_PKG_VERSION")).to_string());
+                head.push_str("},\"spans\":[");
+                out.write_all(head.as_bytes())?;
+            }
+            let run = *runs.entry(r.shard.clone()).or_insert(Run { origin_us });
+            buf.clear();
+            if !first_span {
+                buf.push(b',');
+            }
+            first_span = false;
+            serde_json::to_writer(&mut buf, &span(&r, run, ttft_ms))
+                .map_err(|e| crate::error::Error::msg(format!("cannot write OTLP: {e}")))?;
+            out.write_all(&buf)?;
+        }
+        if source.is_some() {
+            out.write_all(b"]}]}")?;
+        }
+        out.write_all(b"]}\n")
+    }
+
+    /// Milliseconds (results carry microseconds) as whole microseconds.
+    fn us(ms: f64) -> i64 {
+        (ms * 1000.0).round() as i64
+    }
+
+    fn run_start(origin_us: i64) -> String {
+        let t = std::time::UNIX_EPOCH
+            + std::time::Duration::from_micros(u64::try_from(origin_us).unwrap_or(0));
+        crate::time::rfc3339(t)
+    }
+
+    fn attr(key: &str, kind: &str, value: Value) -> Value {
+        json!({"key": key, "value": {kind: value}})
+    }
+
+    /// A 64-bit OTLP integer: a decimal string in protojson.
+    fn int(key: &str, n: u64) -> Value {
+        attr(key, "intValue", json!(n.to_string()))
+    }
+
+    fn text(key: &str, s: &str) -> Value {
+        attr(key, "stringValue", json!(s))
+    }
+
+    /// A span id (8 bytes) for the record with this id, else this index:
+    /// a link to the record a request waited for is then found from its id
+    /// alone, without keeping every id read.
+    fn span_id(run: Run, r: &ResultRecord, id: Option<&str>) -> String {
+        let key = match id {
+            Some(id) => format!("{}/{}/{}/id:{id}", run.origin_us, shard(r), r.warmup),
+            None => format!(
+                "{}/{}/{}/index:{}",
+                run.origin_us,
+                shard(r),
+                r.warmup,
+                r.index
+            ),
+        };
+        // All-zero ids are invalid in OTLP.
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()).max(1))
+    }
+
+    /// A trace id (16 bytes): one per session, so that its turns stay one
+    /// trace; a request without a session is a trace of its own.
+    fn trace_id(run: Run, r: &ResultRecord, span: &str) -> String {
+        let key = match &r.session_id {
+            Some(s) => format!("{}/{}/session:{s}", run.origin_us, shard(r)),
+            None => format!("{}/{}/span:{span}", run.origin_us, shard(r)),
+        };
+        format!(
+            "{:032x}",
+            xxhash_rust::xxh3::xxh3_128(key.as_bytes()).max(1)
+        )
+    }
+
+    fn shard(r: &ResultRecord) -> &str {
+        r.shard.as_deref().unwrap_or("")
+    }
+
+    /// One result as a span. Start: the run's origin plus `sent_ms`, on the
+    /// replay's own steady clock (the first result's `start_time` exactly,
+    /// the others within the wall clock's drift of theirs), so that a turn
+    /// never appears to start before the one it waited for ended; end:
+    /// start plus `e2e_ms` (the start again when there is none).
+    fn span(r: &ResultRecord, run: Run, ttft_ms: Option<f64>) -> Value {
+        let span = span_id(run, r, r.id.as_deref());
+        let trace = trace_id(run, r, &span);
+        let start_ns = (run.origin_us + us(r.sent_ms)) * 1000;
+        let end_ns = start_ns + r.e2e_ms.map_or(0, us) * 1000;
+        let mut attrs = vec![text("gen_ai.operation.name", "chat")];
+        if let Some(m) = &r.model {
+            attrs.push(text("gen_ai.request.model", m));
+        }
+        if let Some(n) = r.output_length {
+            attrs.push(int("gen_ai.request.max_tokens", n));
+        }
+        if let Some(s) = &r.session_id {
+            attrs.push(text("gen_ai.conversation.id", s));
+        }
+        if let Some(n) = r.prompt_tokens {
+            attrs.push(int("gen_ai.usage.input_tokens", n));
+        }
+        if let Some(n) = r.completion_tokens {
+            attrs.push(int("gen_ai.usage.output_tokens", n));
+        }
+        if let Some(n) = r.cached_tokens {
+            attrs.push(int("gen_ai.usage.cache_read.input_tokens", n));
+        }
+        if let Some(f) = &r.finish_reason {
+            attrs.push(attr(
+                "gen_ai.response.finish_reasons",
+                "arrayValue",
+                json!({"values": [{"stringValue": f}]}),
+            ));
+        }
+        if let Some(ms) = ttft_ms {
+            attrs.push(attr(
+                "gen_ai.response.time_to_first_chunk",
+                "doubleValue",
+                json!(ms / 1000.0),
+            ));
+        }
+        if let Some(code) = r.http_status {
+            attrs.push(int("http.response.status_code", u64::from(code)));
+        }
+        let failed = r.status != Status::Ok;
+        if failed {
+            // Semantic conventions: the HTTP status where there was one.
+            let kind = match r.http_status {
+                Some(code) if code >= 400 => code.to_string(),
+                _ => r.status.as_str().to_string(),
+            };
+            attrs.push(text("error.type", &kind));
+        }
+        attrs.push(int("tracekit.index", r.index));
+        if let Some(id) = &r.id {
+            attrs.push(text("tracekit.record.id", id));
+        }
+        if let Some(s) = &r.shard {
+            attrs.push(text("tracekit.shard", s));
+        }
+        if r.warmup {
+            attrs.push(attr("tracekit.warmup", "boolValue", json!(true)));
+        }
+        // What it waited for; the records of one session share its trace.
+        let links: Vec<Value> = r
+            .after
+            .iter()
+            .map(|a| json!({"traceId": trace, "spanId": span_id(run, r, Some(a))}))
+            .collect();
+        let name = match &r.model {
+            Some(m) => format!("chat {m}"),
+            None => "chat".to_string(),
+        };
+        let mut obj = json!({
+            "traceId": trace,
+            "spanId": span,
+            "name": name,
+            "kind": KIND_CLIENT,
+            "startTimeUnixNano": start_ns.to_string(),
+            "endTimeUnixNano": end_ns.to_string(),
+            "attributes": attrs,
+        });
+        if !links.is_empty() {
+            obj["links"] = Value::Array(links);
+        }
+        obj["status"] = if failed {
+            let message = r
+                .error
+                .clone()
+                .unwrap_or_else(|| r.status.as_str().to_string());
+            json!({"code": STATUS_ERROR, "message": message})
+        } else {
+            json!({})
+        };
+        obj
+    }
 }
