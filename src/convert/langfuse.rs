@@ -315,9 +315,10 @@ fn observation(
     Ok((req, naive))
 }
 
-/// Messages from `input`: a list of `{role, content}`, or `{messages,
-/// tools}`; anything else (Gemini contents, LangChain args, plain text) is
-/// not a conversation this tool can replay.
+/// Messages from `input`: a list of messages (OpenAI's, OTel's parts,
+/// LangChain's; [`super::chat`] maps them), or `{messages, tools}`;
+/// anything else (LangChain args, plain text) is not a conversation this
+/// tool can replay.
 fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
     let input = nested(obj, "input")?;
     let (messages, tools) = match &*input {
@@ -328,10 +329,12 @@ fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
         },
         _ => return None,
     };
+    // A message has a role, or is LangChain's serialized form (a `type`).
     if messages.is_empty()
-        || !messages
-            .iter()
-            .all(|m| m.get("role").is_some_and(Value::is_string))
+        || !messages.iter().all(|m| {
+            m.get("role").is_some_and(Value::is_string)
+                || m.get("type").is_some_and(Value::is_string)
+        })
     {
         return None;
     }

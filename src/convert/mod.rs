@@ -14,6 +14,7 @@
 pub mod azure;
 pub mod bailian;
 pub mod burstgpt;
+pub mod chat;
 pub mod container;
 pub mod fields;
 pub mod graph;
@@ -304,6 +305,9 @@ pub enum Fate {
     CacheHit,
     /// Not a model call (a Langfuse span, event, tool, agent).
     NotGeneration,
+    /// Its messages have no OpenAI form (--keep-messages): a replay of
+    /// them would be refused.
+    Unreplayable,
 }
 
 /// What production saw, written as `observed`.
@@ -440,11 +444,14 @@ impl Ctx {
 
     /// A request read from the source. Without --keep-messages its prompt
     /// is hashed (in batches, on every core) and the text dropped.
-    pub fn push(&mut self, req: Request) -> Result<()> {
+    pub fn push(&mut self, mut req: Request) -> Result<()> {
         if let Err(e) = within_limits(&req) {
             return self.bad(e.at(&req.loc));
         }
         self.read += 1;
+        if self.keep_messages {
+            openai_form(&mut req);
+        }
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
         if self.keep_messages || (req.prompt.is_none() && queue_empty) {
@@ -500,6 +507,35 @@ impl Ctx {
                     "field `{field}`: \"{value}\" has no time zone; naive date-times are taken as UTC"
                 ),
             );
+        }
+    }
+}
+
+/// Under --keep-messages, the request's messages in OpenAI's form (see
+/// [`chat`]), or the request marked to be left out, with a warning that
+/// says why.
+fn openai_form(req: &mut Request) {
+    let Some(prompt) = req.prompt.as_mut() else {
+        return;
+    };
+    let Some(messages) = &prompt.messages else {
+        return;
+    };
+    match chat::to_openai(messages, prompt.tools.as_ref()) {
+        Ok(None) => {}
+        Ok(Some((messages, tools))) => {
+            prompt.messages = Some(messages);
+            prompt.tools = tools;
+        }
+        Err(why) => {
+            cli::warn_at(
+                &req.loc,
+                format!(
+                    "{why}; record left out (--keep-messages writes only messages an \
+                     OpenAI-compatible server takes)"
+                ),
+            );
+            req.fate = Fate::Unreplayable;
         }
     }
 }
@@ -739,6 +775,7 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
             Fate::Failed if !args.keep_failed => Some("failed"),
             Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
             Fate::NotGeneration => Some("not model calls"),
+            Fate::Unreplayable => Some("with messages no server takes"),
             Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
                 if args.keep_failed {
                     if !req.embedding {
@@ -956,7 +993,7 @@ fn build(
         Fate::Ok => "ok",
         Fate::Failed => "error",
         Fate::CacheHit => "cache_hit",
-        Fate::NotGeneration => unreachable!("always dropped"),
+        Fate::NotGeneration | Fate::Unreplayable => unreachable!("always dropped"),
     };
     let prompt_tokens = o
         .prompt_tokens

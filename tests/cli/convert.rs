@@ -958,3 +958,106 @@ fn langfuse_ingestion_batch_with_offsets() {
     assert!(out[1].get("hash_ids").is_none());
     valid(&run);
 }
+
+#[test]
+fn keep_messages_maps_otel_and_langchain_messages_to_openai() {
+    let file = fixture("langfuse_otel_langchain_messages.constructed.json");
+    let run = convert(&["--keep-messages", &file]);
+    let out = run.json_lines();
+    assert_eq!(out.len(), 2);
+    // OTel GenAI parts: text joined, the tool call and its answer in
+    // OpenAI's places (arguments as JSON text).
+    assert_eq!(
+        out[0]["messages"],
+        json!([
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}
+        ])
+    );
+    // LangChain's serialized messages, and a tool's answer under the
+    // tool's name as its role: it answers the call of that name.
+    assert_eq!(
+        out[1]["messages"],
+        json!([
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+            {"role": "tool", "content": "rain, 8 C", "tool_call_id": "call_2"}
+        ])
+    );
+    // An image given by URI has no OpenAI form here: left out, said why.
+    assert!(
+        run.stderr.contains(&format!(
+            "trace-convert: {file}:25: warning: field `messages[0].parts[1].type`: \"uri\" parts are not \
+             mapped to OpenAI chat content; record left out (--keep-messages writes only messages \
+             an OpenAI-compatible server takes)"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("3 records read, 2 written, 1 dropped (1 with messages no server takes)"),
+        "{}",
+        run.stderr
+    );
+    valid(&run);
+    // Without --keep-messages no message is written, and none is dropped.
+    let run = convert(&[&file]);
+    assert_eq!(run.json_lines().len(), 3);
+
+    // LiteLLM: LangChain's message dicts, OpenAI tool calls under
+    // additional_kwargs, LangChain's extra keys left out.
+    let run = convert(&[
+        "--keep-messages",
+        &fixture("litellm_langchain_messages.constructed.jsonl"),
+    ]);
+    assert_eq!(
+        run.json_lines()[0]["messages"],
+        json!([
+            {"role": "user", "content": "Weather in Rome?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_3", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+            {"role": "tool", "content": "clear, 25 C", "tool_call_id": "call_3"}
+        ])
+    );
+    valid(&run);
+}
+
+#[test]
+fn keep_messages_lifts_tool_definitions_logged_as_messages() {
+    // Langfuse's LangChain handler lists the call's tools as `tool`
+    // messages, and OpenAI's tool calls under `additional_kwargs`.
+    let run = convert(&[
+        "--keep-messages",
+        &fixture("ui_trace_download.langgraph-python-2025-08-22.json"),
+    ]);
+    let out = run.json_lines();
+    let tool = json!({"type": "function", "function": {"name": "Web-Search",
+        "description": "Dummy web search tool.",
+        "parameters": {"properties": {"query": {"type": "string"}}, "required": ["query"], "type": "object"}}});
+    assert_eq!(out[0]["tools"], json!([tool]));
+    assert_eq!(
+        out[0]["messages"],
+        json!([{"role": "user", "content": "Be helpful!"},
+               {"role": "user", "content": "Search the web for 'example' and summarize."}])
+    );
+    assert_eq!(
+        out[1]["messages"][2],
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1oGK863sxQHlPreFhDdEs3yl", "type": "function",
+             "function": {"name": "Web-Search", "arguments": "{\"query\":\"example\"}"}}]})
+    );
+    assert_eq!(
+        out[1]["messages"][3]["tool_call_id"],
+        json!("call_1oGK863sxQHlPreFhDdEs3yl")
+    );
+    assert_eq!(out[1]["messages"].as_array().unwrap().len(), 4);
+    valid(&run);
+}
