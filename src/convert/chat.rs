@@ -562,12 +562,127 @@ fn image_url(obj: &Map<String, Value>) -> Option<String> {
     Some(format!("data:{mime};base64,{data}"))
 }
 
+/// The reason a summary gives for a call left out because its log has
+/// neither an output count nor the output text to count.
+pub const NO_OUTPUT: &str = "with no output count or output text in the log";
+
+/// The text a call generated, from the output its log recorded: a
+/// string, JSON text of one, an OpenAI message, choice list or response,
+/// OTel output messages (`parts`), LangChain's AI message. Tool calls
+/// count by their name and arguments, as the model generated them.
+pub fn output_text(v: &Value) -> Option<String> {
+    let mut out = String::new();
+    collect_output(v, &mut out, 0);
+    (!out.is_empty()).then_some(out)
+}
+
+fn collect_output(v: &Value, out: &mut String, depth: u32) {
+    // Outputs nest a few levels at most; deeper is not an output.
+    if depth > 6 {
+        return;
+    }
+    let o = match v {
+        Value::String(s) => {
+            let t = s.trim_start();
+            match serde_json::from_str::<Value>(s) {
+                Ok(inner) if t.starts_with('{') || t.starts_with('[') => {
+                    collect_output(&inner, out, depth + 1)
+                }
+                _ => out.push_str(s),
+            }
+            return;
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_output(item, out, depth + 1);
+            }
+            return;
+        }
+        Value::Object(o) => o,
+        _ => return,
+    };
+    if let Some(choices) = o.get("choices").and_then(Value::as_array) {
+        for c in choices {
+            match c.get("message").or_else(|| c.get("delta")) {
+                Some(m) => collect_output(m, out, depth + 1),
+                None => collect_output(c.get("text").unwrap_or(&Value::Null), out, depth + 1),
+            }
+        }
+        return;
+    }
+    for key in ["parts", "content", "text", "refusal", "reasoning_content"] {
+        match o.get(key) {
+            Some(Value::Array(parts)) => {
+                for p in parts {
+                    match p.get("type").and_then(Value::as_str) {
+                        Some("tool_call" | "tool_use" | "tool-call") => tool_text(p, out),
+                        _ => match p.get("text").or_else(|| p.get("content")) {
+                            Some(t @ Value::String(_)) => collect_output(t, out, depth + 1),
+                            _ if p.is_string() => collect_output(p, out, depth + 1),
+                            _ => {}
+                        },
+                    }
+                }
+            }
+            Some(Value::String(t)) => out.push_str(t),
+            _ => {}
+        }
+    }
+    let calls = o
+        .get("tool_calls")
+        .or_else(|| o.get("additional_kwargs").and_then(|k| k.get("tool_calls")));
+    for c in calls.and_then(Value::as_array).into_iter().flatten() {
+        tool_text(c, out);
+    }
+}
+
+fn tool_text(c: &Value, out: &mut String) {
+    let f = c.get("function").unwrap_or(c);
+    out.push_str(&as_text(f.get("name")));
+    out.push_str(&as_text(
+        f.get("arguments")
+            .or_else(|| f.get("args"))
+            .or_else(|| f.get("input")),
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn mapped(messages: Value) -> Value {
         to_openai(&messages, None).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn output_texts_of_every_form() {
+        for (v, want) in [
+            (json!("Paris."), "Paris."),
+            (
+                json!("{\"role\": \"assistant\", \"content\": \"Hi.\"}"),
+                "Hi.",
+            ),
+            (
+                json!({"choices": [{"message": {"content": "A", "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}]}),
+                "Af{}",
+            ),
+            (
+                json!([{"role": "assistant", "parts": [{"type": "text", "content": "B"},
+                {"type": "tool_call", "name": "g", "arguments": {"x": 1}}]}]),
+                "Bg{\"x\":1}",
+            ),
+            (
+                json!({"type": "ai", "content": [{"type": "text", "text": "C"}]}),
+                "C",
+            ),
+        ] {
+            assert_eq!(output_text(&v).as_deref(), Some(want), "{v}");
+        }
+        assert_eq!(
+            output_text(&json!({"role": "assistant", "content": ""})),
+            None
+        );
     }
 
     #[test]

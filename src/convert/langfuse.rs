@@ -292,6 +292,13 @@ fn observation(
     };
     let input = usage(obj, "inputUsage", "input", "promptTokens")?;
     let output = usage(obj, "outputUsage", "output", "completionTokens")?;
+    req.mark_counts = true;
+    if output.is_none_or(|n| n == 0) {
+        req.output_text = present(obj, "output").and_then(super::chat::output_text);
+        if req.output_text.is_none() {
+            req.no_output = Some(super::chat::NO_OUTPUT);
+        }
+    }
     req.input_length = input;
     req.output_length = output.unwrap_or(0);
     req.observed.prompt_tokens = input;

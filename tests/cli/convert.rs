@@ -1061,3 +1061,59 @@ fn keep_messages_lifts_tool_definitions_logged_as_messages() {
     assert_eq!(out[1]["messages"].as_array().unwrap().len(), 4);
     valid(&run);
 }
+
+#[test]
+fn calls_without_token_counts_are_counted_from_their_text_and_marked() {
+    // A word-level tokenizer: one token per word, so the counts are the
+    // words of the logged text; the prompt's count is of the rendered
+    // conversation, "<|user|>\nWeather in Rome please\n": "<|", "user",
+    // "|>" and four words, 7.
+    let tok = data("wordlevel-tokenizer.json");
+    let tok = tok.to_str().unwrap();
+    let file = fixture("litellm_no_output_count.constructed.jsonl");
+    let run = convert(&["--tokenizer", tok, &file]);
+    assert!(
+        run.stderr.contains(
+            "3 records read, 2 written, 1 dropped (1 with no output count or output text in the log)"
+        ),
+        "{}",
+        run.stderr
+    );
+    let out = run.json_lines();
+    // "Sunny and mild today": 4.
+    assert_eq!(
+        out[0],
+        json!({"timestamp": 0, "input_length": 12, "output_length": 4, "model": "m",
+               "id": "counted-output",
+               "observed": {"prompt_tokens": 12, "e2e_ms": 1000, "counted": ["output_length"],
+                            "status": "ok"}})
+    );
+    assert_eq!(out[1]["input_length"], json!(7));
+    assert_eq!(out[1]["observed"]["counted"], json!(["input_length"]));
+    valid(&run);
+    let run = convert(&["--tokenizer", tok, "--keep-messages", &file]);
+    let out = run.json_lines();
+    assert_eq!(
+        out[1]["observed"],
+        json!({"prompt_tokens": 7, "completion_tokens": 3, "e2e_ms": 1000,
+               "counted": ["observed.prompt_tokens"], "status": "ok"})
+    );
+    valid(&run);
+
+    // Langfuse: the output as text, and as OTel parts ("Rain" " later": 2).
+    let run = convert(&[
+        "--tokenizer",
+        tok,
+        &fixture("langfuse_no_output_count.constructed.jsonl"),
+    ]);
+    let out = run.json_lines();
+    assert_eq!(out[0]["output_length"], json!(4));
+    assert_eq!(out[1]["output_length"], json!(2));
+    assert_eq!(out[1]["observed"]["counted"], json!(["output_length"]));
+    assert!(
+        run.stderr
+            .contains("1 dropped (1 with no output count or output text in the log)"),
+        "{}",
+        run.stderr
+    );
+}
