@@ -88,8 +88,9 @@ impl Synthesizer {
         }
         if words.len() < 64 {
             return Err(Error::msg(format!(
-                "tokenizer {} has too few single-token words ({}) to build prompts from{}",
+                "tokenizer {} ({} model) has too few single-token words ({}) to build prompts from{}",
                 tokenizer.name(),
+                tokenizer.model_kind(),
                 words.len(),
                 if corpus.is_some() {
                     "; give a larger --corpus"
@@ -98,12 +99,43 @@ impl Synthesizer {
                 }
             )));
         }
-        Ok(Synthesizer {
+        let synth = Synthesizer {
             words,
             seed,
             block_size,
             tokenizer_name: tokenizer.name().to_string(),
-        })
+        };
+        synth.check_exact(tokenizer)?;
+        Ok(synth)
+    }
+
+    /// Refuse a tokenizer under which the words do not stay one token each
+    /// once written side by side (a model whose pre-tokenizer does not
+    /// split at spaces merges across them): a sample prompt must encode
+    /// to exactly its words' ids, whatever the model type.
+    fn check_exact(&self, tokenizer: &Tokenizer) -> Result<()> {
+        const SAMPLE: u64 = 2048;
+        let p = self.prompt(SAMPLE, None, 0);
+        let got = tokenizer.encode(&p.text)?;
+        if got == p.token_ids {
+            return Ok(());
+        }
+        let at = got
+            .iter()
+            .zip(&p.token_ids)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(p.token_ids.len()));
+        let words: Vec<&str> = p.text.split(' ').skip(1).collect();
+        let around = words[at.saturating_sub(1)..(at + 2).min(words.len())].join(" ");
+        Err(Error::msg(format!(
+            "tokenizer {} ({} model) does not keep space-led words apart: {SAMPLE} of its \
+             single-token words written together give {} tokens, not {SAMPLE} (first at word \
+             {at}, {:?}); prompts of exact length cannot be built from it",
+            tokenizer.name(),
+            tokenizer.model_kind(),
+            got.len(),
+            around,
+        )))
     }
 
     /// Tokens per block.

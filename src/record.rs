@@ -940,7 +940,7 @@ impl Turns {
 }
 
 fn check_messages(v: &RawValue, errors: &mut Vec<FieldError>) {
-    let items: Vec<&RawValue> = match serde_json::from_str(v.get()) {
+    let items: Vec<serde_json::Value> = match serde_json::from_str(v.get()) {
         Ok(items) if kind(v) == Kind::Array => items,
         _ => {
             errors.push(expected("messages", "an array of chat messages", v));
@@ -953,24 +953,271 @@ fn check_messages(v: &RawValue, errors: &mut Vec<FieldError>) {
             "is empty: a conversation needs a message",
         ));
     }
+    check_chat_messages(&items, errors);
+}
+
+/// The roles of OpenAI's chat messages.
+pub const CHAT_ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// Check that every entry of `messages` is a chat message an
+/// OpenAI-compatible server accepts (role, content shape, tool calls, the
+/// id a tool message answers), so that a trace that would be refused with
+/// 400 at replay is refused here first. Errors name the field's path
+/// (`messages[2].content[0].type`). Fields OpenAI does not define are left
+/// alone: servers differ on them.
+pub fn check_chat_messages(items: &[serde_json::Value], errors: &mut Vec<FieldError>) {
     for (i, item) in items.iter().enumerate() {
-        let field = format!("messages[{i}]");
-        if kind(item) != Kind::Object {
-            errors.push(expected(&field, "an object with a string `role`", item));
-            continue;
+        check_chat_message(&format!("messages[{i}]"), item, errors);
+    }
+}
+
+fn show(v: &serde_json::Value) -> String {
+    quote_value(&v.to_string())
+}
+
+fn wrong(field: String, what: &str, v: &serde_json::Value) -> FieldError {
+    FieldError::new(field, format!("expected {what}, found {}", show(v)))
+}
+
+fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<FieldError>) {
+    use serde_json::Value;
+    let Value::Object(m) = item else {
+        errors.push(wrong(
+            field.to_string(),
+            "an object with a string `role`",
+            item,
+        ));
+        return;
+    };
+    let role = match m.get("role") {
+        None => return errors.push(FieldError::new(field, "has no `role`")),
+        Some(Value::String(r)) => r.as_str(),
+        Some(other) => return errors.push(wrong(format!("{field}.role"), "a string", other)),
+    };
+    if !CHAT_ROLES.contains(&role) {
+        errors.push(FieldError::new(
+            format!("{field}.role"),
+            format!(
+                "{} is not a chat role (one of {})",
+                show(&m["role"]),
+                CHAT_ROLES.join(", ")
+            ),
+        ));
+        return;
+    }
+    let calls = m.get("tool_calls").filter(|c| !c.is_null());
+    let has_calls = calls.is_some_and(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+        || m.get("function_call").is_some_and(|c| !c.is_null());
+    match m.get("content") {
+        Some(Value::String(_)) => {}
+        None | Some(Value::Null) if role == "assistant" && has_calls => {}
+        None => errors.push(FieldError::new(
+            field,
+            format!(
+                "has no `content` (only an assistant message with `tool_calls` goes without; this one is {role}){}",
+                if m.contains_key("parts") {
+                    "; its `parts` are OpenTelemetry's form, which trace-convert --keep-messages maps to OpenAI's"
+                } else {
+                    ""
+                }
+            ),
+        )),
+        Some(Value::Null) => errors.push(FieldError::new(
+            format!("{field}.content"),
+            format!("is null: only an assistant message with `tool_calls` has no content; this one is {role}"),
+        )),
+        Some(Value::Array(parts)) => {
+            for (j, part) in parts.iter().enumerate() {
+                check_content_part(&format!("{field}.content[{j}]"), role, part, errors);
+            }
         }
-        let Ok(msg) = Record::parse(item.get()) else {
-            errors.push(expected(&field, "an object with a string `role`", item));
-            continue;
-        };
-        match msg.get("role") {
-            None => errors.push(FieldError::new(field, "has no `role`")),
-            Some(role) => {
-                if let Err(e) = string(&format!("{field}.role"), role) {
-                    errors.push(e);
+        Some(other) => errors.push(wrong(
+            format!("{field}.content"),
+            "a string or an array of content parts",
+            other,
+        )),
+    }
+    if let Some(calls) = calls {
+        let name = format!("{field}.tool_calls");
+        if role != "assistant" {
+            errors.push(FieldError::new(
+                name,
+                format!("only an assistant message calls tools; this one is {role}"),
+            ));
+        } else if let Value::Array(calls) = calls {
+            for (k, call) in calls.iter().enumerate() {
+                check_tool_call(&format!("{name}[{k}]"), call, errors);
+            }
+        } else {
+            errors.push(wrong(name, "an array of tool calls", calls));
+        }
+    }
+    match (role, m.get("tool_call_id")) {
+        ("tool", None | Some(Value::Null)) => errors.push(FieldError::new(
+            field,
+            "is a tool message without `tool_call_id`: it needs the id of the tool call it answers",
+        )),
+        (
+            _,
+            Some(
+                v @ Value::Number(_)
+                | v @ Value::Bool(_)
+                | v @ Value::Array(_)
+                | v @ Value::Object(_),
+            ),
+        ) => errors.push(wrong(format!("{field}.tool_call_id"), "a string", v)),
+        _ => {}
+    }
+    match (role, m.get("name")) {
+        ("function", None | Some(Value::Null)) => errors.push(FieldError::new(
+            field,
+            "is a function message without `name`: it needs the name of the function that answered",
+        )),
+        (_, Some(v)) if !v.is_string() && !v.is_null() => {
+            errors.push(wrong(format!("{field}.name"), "a string", v))
+        }
+        _ => {}
+    }
+}
+
+/// The content part types OpenAI's chat API takes for a role (vLLM's
+/// `audio_url` and `video_url` besides, for a user).
+fn part_types(role: &str) -> &'static [&'static str] {
+    match role {
+        "user" => &[
+            "text",
+            "image_url",
+            "input_audio",
+            "file",
+            "audio_url",
+            "video_url",
+        ],
+        "assistant" => &["text", "refusal"],
+        _ => &["text"],
+    }
+}
+
+fn check_content_part(
+    field: &str,
+    role: &str,
+    part: &serde_json::Value,
+    errors: &mut Vec<FieldError>,
+) {
+    use serde_json::Value;
+    let Value::Object(p) = part else {
+        return errors.push(wrong(
+            field.to_string(),
+            "a content part (an object with a `type`)",
+            part,
+        ));
+    };
+    let ty = match p.get("type") {
+        None => return errors.push(FieldError::new(field, "has no `type`")),
+        Some(Value::String(t)) => t.as_str(),
+        Some(other) => return errors.push(wrong(format!("{field}.type"), "a string", other)),
+    };
+    let allowed = part_types(role);
+    if !allowed.contains(&ty) {
+        errors.push(FieldError::new(
+            format!("{field}.type"),
+            format!(
+                "{} is not a content part of a {role} message ({} {})",
+                show(&p["type"]),
+                if allowed.len() == 1 { "only" } else { "one of" },
+                allowed.join(", ")
+            ),
+        ));
+        return;
+    }
+    // The field each type needs, and what it holds.
+    let (key, url) = match ty {
+        "text" => ("text", false),
+        "refusal" => ("refusal", false),
+        "image_url" | "audio_url" | "video_url" => (ty, true),
+        "input_audio" => ("input_audio", false),
+        _ => ("file", false),
+    };
+    let name = format!("{field}.{key}");
+    match (p.get(key), ty) {
+        (Some(Value::String(_)), "text" | "refusal") => {}
+        (Some(Value::Object(o)), _) if url => match o.get("url") {
+            Some(Value::String(_)) => {}
+            Some(other) => errors.push(wrong(format!("{name}.url"), "a string", other)),
+            None => errors.push(FieldError::new(name, "has no `url`")),
+        },
+        (Some(Value::Object(o)), "input_audio") => {
+            for k in ["data", "format"] {
+                match o.get(k) {
+                    Some(Value::String(_)) => {}
+                    Some(other) => errors.push(wrong(format!("{name}.{k}"), "a string", other)),
+                    None => errors.push(FieldError::new(name.clone(), format!("has no `{k}`"))),
                 }
             }
         }
+        (Some(Value::Object(_)), "file") => {}
+        (None, _) => errors.push(FieldError::new(
+            field,
+            format!("is a {ty} part without `{key}`"),
+        )),
+        (Some(other), "text" | "refusal") => errors.push(wrong(name, "a string", other)),
+        (Some(other), _) => errors.push(wrong(name, "an object", other)),
+    }
+}
+
+fn check_tool_call(field: &str, call: &serde_json::Value, errors: &mut Vec<FieldError>) {
+    use serde_json::Value;
+    let Value::Object(c) = call else {
+        return errors.push(wrong(
+            field.to_string(),
+            "a tool call ({\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}})",
+            call,
+        ));
+    };
+    match c.get("id") {
+        Some(Value::String(_)) => {}
+        None => errors.push(FieldError::new(field, "has no `id`")),
+        Some(other) => errors.push(wrong(format!("{field}.id"), "a string", other)),
+    }
+    match c.get("type") {
+        Some(Value::String(t)) if t == "function" => {}
+        None => errors.push(FieldError::new(field, "has no `type` (\"function\")")),
+        Some(other) => errors.push(wrong(format!("{field}.type"), "\"function\"", other)),
+    }
+    let Some(f) = c.get("function") else {
+        return errors.push(FieldError::new(
+            field,
+            "has no `function` ({\"name\", \"arguments\"})",
+        ));
+    };
+    let Value::Object(f) = f else {
+        return errors.push(wrong(format!("{field}.function"), "an object", f));
+    };
+    match f.get("name") {
+        Some(Value::String(_)) => {}
+        None => errors.push(FieldError::new(
+            format!("{field}.function"),
+            "has no `name`",
+        )),
+        Some(other) => errors.push(wrong(format!("{field}.function.name"), "a string", other)),
+    }
+    match f.get("arguments") {
+        Some(Value::String(_)) => {}
+        None => errors.push(FieldError::new(
+            format!("{field}.function"),
+            "has no `arguments`",
+        )),
+        Some(other) => errors.push(wrong(
+            format!("{field}.function.arguments"),
+            "a string (the arguments as JSON text)",
+            other,
+        )),
     }
 }
 

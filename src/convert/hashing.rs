@@ -50,6 +50,11 @@ impl Hasher {
         Hasher { tok, cache }
     }
 
+    /// The tokenizer it hashes with.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tok
+    }
+
     /// Token ids of a prompt, rendered as [`render`] does.
     pub fn tokenize(&self, prompt: &Prompt) -> Result<Vec<u32>> {
         let (text, cuts) = render_with_cuts(prompt);

@@ -292,6 +292,13 @@ fn observation(
     };
     let input = usage(obj, "inputUsage", "input", "promptTokens")?;
     let output = usage(obj, "outputUsage", "output", "completionTokens")?;
+    req.mark_counts = true;
+    if output.is_none_or(|n| n == 0) {
+        req.output_text = present(obj, "output").and_then(super::chat::output_text);
+        if req.output_text.is_none() {
+            req.no_output = Some(super::chat::NO_OUTPUT);
+        }
+    }
     req.input_length = input;
     req.output_length = output.unwrap_or(0);
     req.observed.prompt_tokens = input;
@@ -315,9 +322,10 @@ fn observation(
     Ok((req, naive))
 }
 
-/// Messages from `input`: a list of `{role, content}`, or `{messages,
-/// tools}`; anything else (Gemini contents, LangChain args, plain text) is
-/// not a conversation this tool can replay.
+/// Messages from `input`: a list of messages (OpenAI's, OTel's parts,
+/// LangChain's; [`super::chat`] maps them), or `{messages, tools}`;
+/// anything else (LangChain args, plain text) is not a conversation this
+/// tool can replay.
 fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
     let input = nested(obj, "input")?;
     let (messages, tools) = match &*input {
@@ -328,10 +336,12 @@ fn prompt(obj: &Object, params: &Value) -> Option<Prompt> {
         },
         _ => return None,
     };
+    // A message has a role, or is LangChain's serialized form (a `type`).
     if messages.is_empty()
-        || !messages
-            .iter()
-            .all(|m| m.get("role").is_some_and(Value::is_string))
+        || !messages.iter().all(|m| {
+            m.get("role").is_some_and(Value::is_string)
+                || m.get("type").is_some_and(Value::is_string)
+        })
     {
         return None;
     }

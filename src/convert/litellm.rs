@@ -44,6 +44,7 @@ const KEYS: Fields = Fields {
         "prompt_tokens",
         "request_duration_ms",
         "request_id",
+        "response",
         "session_id",
         "startTime",
         "status",
@@ -179,6 +180,14 @@ fn request(
         }
     }
     tokens(&mut req, obj)?;
+    req.mark_counts = true;
+    if req.observed.completion_tokens.is_none_or(|n| n == 0) {
+        // The response's text, counted in place of the missing count.
+        req.output_text = present(obj, "response").and_then(super::chat::output_text);
+        if req.output_text.is_none() {
+            req.no_output = Some(super::chat::NO_OUTPUT);
+        }
+    }
     req.model = model(obj)?;
     Ok(req)
 }

@@ -14,6 +14,7 @@
 pub mod azure;
 pub mod bailian;
 pub mod burstgpt;
+pub mod chat;
 pub mod container;
 pub mod fields;
 pub mod graph;
@@ -118,8 +119,9 @@ pub struct Args {
     #[arg(long)]
     pub graph: bool,
 
-    /// Tokenizer for content hashing: o200k_base, cl100k_base, r50k_base,
-    /// built in, or a Hugging Face tokenizer.json file.
+    /// Tokenizer for content hashing, and for counting the tokens of a
+    /// call whose log has its text but no count: o200k_base, cl100k_base,
+    /// r50k_base, built in, or a Hugging Face tokenizer.json file.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 
@@ -304,6 +306,9 @@ pub enum Fate {
     CacheHit,
     /// Not a model call (a Langfuse span, event, tool, agent).
     NotGeneration,
+    /// Its messages have no OpenAI form (--keep-messages): a replay of
+    /// them would be refused.
+    Unreplayable,
 }
 
 /// What production saw, written as `observed`.
@@ -319,6 +324,10 @@ pub struct Observed {
     pub e2e_ms: Option<f64>,
     /// Prompt tokens read from a cache (part of `prompt_tokens`).
     pub cached_tokens: Option<u64>,
+    /// The record's token counts that are tracekit's own count of the
+    /// logged text (the log had none), by field: written as
+    /// `observed.counted`.
+    pub counted: Vec<&'static str>,
 }
 
 /// The prompt as the log gives it.
@@ -371,6 +380,16 @@ pub struct Request {
     pub passthrough: Option<Record<'static>>,
     /// An embedding: no output tokens is its success, not a failure.
     pub embedding: bool,
+    /// The text the call generated, where the log has it and no output
+    /// count: counted with the tokenizer (see [`Ctx::push`]).
+    pub output_text: Option<String>,
+    /// Mark the token counts tracekit makes in `observed.counted`
+    /// (LiteLLM and Langfuse; the otel source's page says how it fills
+    /// its own).
+    pub mark_counts: bool,
+    /// Why the request has no output tokens, when the source can say more
+    /// than that it has none (the summary's reason for leaving it out).
+    pub no_output: Option<&'static str>,
 }
 
 impl Request {
@@ -394,6 +413,9 @@ impl Request {
             hashes: None,
             passthrough: None,
             embedding: false,
+            output_text: None,
+            mark_counts: false,
+            no_output: None,
         }
     }
 }
@@ -410,6 +432,8 @@ pub struct Ctx {
     keep_messages: bool,
     tokenizer: String,
     hashers: Option<hashing::Workers<Request>>,
+    /// The tokenizer that counts what a log did not (loaded when needed).
+    counter: Option<Hasher>,
     /// Bailian chat ids to their parent's (-1 for a first turn).
     bailian_parents: HashMap<i64, i64>,
     /// OpenAI batch lines, joined on `custom_id` across inputs.
@@ -431,6 +455,7 @@ impl Ctx {
             keep_messages: args.keep_messages,
             tokenizer: args.tokenizer.clone(),
             hashers: None,
+            counter: None,
             batch: openai_batch::Batch::default(),
             bailian_parents: HashMap::new(),
             trace_sessions: HashMap::new(),
@@ -440,11 +465,15 @@ impl Ctx {
 
     /// A request read from the source. Without --keep-messages its prompt
     /// is hashed (in batches, on every core) and the text dropped.
-    pub fn push(&mut self, req: Request) -> Result<()> {
+    pub fn push(&mut self, mut req: Request) -> Result<()> {
         if let Err(e) = within_limits(&req) {
             return self.bad(e.at(&req.loc));
         }
         self.read += 1;
+        if self.keep_messages {
+            openai_form(&mut req);
+        }
+        self.count_missing(&mut req)?;
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
         if self.keep_messages || (req.prompt.is_none() && queue_empty) {
@@ -456,6 +485,47 @@ impl Ctx {
         self.pending.push(req);
         if self.pending.len() >= HASH_BATCH {
             self.hash_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Count with the tokenizer what the log has as text but not as a
+    /// count: the output of a served call, and (under --keep-messages,
+    /// where no hashing counts it) the prompt. Each count is marked as
+    /// ours in `observed.counted`.
+    fn count_missing(&mut self, req: &mut Request) -> Result<()> {
+        let output = req.fate == Fate::Ok
+            && req.output_length == 0
+            // LiteLLM logs 0 where the provider gave no usage.
+            && req.observed.completion_tokens.is_none_or(|n| n == 0)
+            && !req.embedding
+            && req.passthrough.is_none();
+        let text = req.output_text.take().filter(|t| output && !t.is_empty());
+        let prompt = self.keep_messages
+            && req.mark_counts
+            && req.input_length.is_none_or(|n| n == 0)
+            && req.observed.prompt_tokens.is_none()
+            && req.prompt.is_some();
+        if text.is_none() && !prompt {
+            return Ok(());
+        }
+        if self.counter.is_none() {
+            self.counter = Some(Hasher::new(tokenizer::Tokenizer::load(&self.tokenizer)?));
+        }
+        let counter = self.counter.as_ref().expect("loaded above");
+        if let Some(text) = text {
+            let n = counter.tokenizer().count(&text)? as u64;
+            if n > 0 {
+                req.output_length = n;
+                req.observed.counted.push("output_length");
+            }
+        }
+        if prompt {
+            let n = counter
+                .tokenize(req.prompt.as_ref().expect("checked"))?
+                .len() as u64;
+            req.input_length = Some(n);
+            req.observed.counted.push("observed.prompt_tokens");
         }
         Ok(())
     }
@@ -504,6 +574,35 @@ impl Ctx {
     }
 }
 
+/// Under --keep-messages, the request's messages in OpenAI's form (see
+/// [`chat`]), or the request marked to be left out, with a warning that
+/// says why.
+fn openai_form(req: &mut Request) {
+    let Some(prompt) = req.prompt.as_mut() else {
+        return;
+    };
+    let Some(messages) = &prompt.messages else {
+        return;
+    };
+    match chat::to_openai(messages, prompt.tools.as_ref()) {
+        Ok(None) => {}
+        Ok(Some((messages, tools))) => {
+            prompt.messages = Some(messages);
+            prompt.tools = tools;
+        }
+        Err(why) => {
+            cli::warn_at(
+                &req.loc,
+                format!(
+                    "{why}; record left out (--keep-messages writes only messages an \
+                     OpenAI-compatible server takes)"
+                ),
+            );
+            req.fate = Fate::Unreplayable;
+        }
+    }
+}
+
 /// Requests queued for hashing at once.
 const HASH_BATCH: usize = 512;
 
@@ -513,10 +612,15 @@ fn hash_prompt(hasher: &Hasher, req: &mut Request) -> Result<()> {
         return Ok(());
     };
     let tokens = hasher.tokenize(&prompt)?;
-    let length = req
-        .input_length
-        .filter(|&n| n > 0)
-        .unwrap_or(tokens.len() as u64);
+    let length = match req.input_length.filter(|&n| n > 0) {
+        Some(n) => n,
+        None => {
+            if req.mark_counts {
+                req.observed.counted.insert(0, "input_length");
+            }
+            tokens.len() as u64
+        }
+    };
     req.input_length = Some(length);
     req.hashes = Some(hashing::fit(
         hashing::chain(&tokens, hashing::BLOCK),
@@ -739,6 +843,7 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
             Fate::Failed if !args.keep_failed => Some("failed"),
             Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
             Fate::NotGeneration => Some("not model calls"),
+            Fate::Unreplayable => Some("with messages no server takes"),
             Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
                 if args.keep_failed {
                     if !req.embedding {
@@ -746,7 +851,7 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
                     }
                     None
                 } else {
-                    Some("with no output tokens")
+                    Some(req.no_output.unwrap_or("with no output tokens"))
                 }
             }
             _ => None,
@@ -956,7 +1061,7 @@ fn build(
         Fate::Ok => "ok",
         Fate::Failed => "error",
         Fate::CacheHit => "cache_hit",
-        Fate::NotGeneration => unreachable!("always dropped"),
+        Fate::NotGeneration | Fate::Unreplayable => unreachable!("always dropped"),
     };
     let prompt_tokens = o
         .prompt_tokens
@@ -976,6 +1081,9 @@ fn build(
     }
     if let Some(n) = o.cached_tokens {
         obs.insert("cached_tokens".into(), n.into());
+    }
+    if !o.counted.is_empty() {
+        obs.insert("counted".into(), o.counted.clone().into());
     }
     if !obs.is_empty() || req.fate != Fate::Ok {
         obs.insert("status".into(), status.into());

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::chat::openai_messages;
 use super::fields::{Object, count, instant, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{Error, FieldError, Location, Result, quote_value};
@@ -1058,67 +1059,4 @@ fn parts_text(parts: &[Value]) -> String {
         .map(|p| as_text(p.get("content").or_else(|| p.get("text"))))
         .collect::<Vec<_>>()
         .join("")
-}
-
-/// One message in OTel's "parts" form, OpenAI's form or the Vercel AI
-/// SDK's, as OpenAI chat messages: text joined into `content`, tool calls
-/// as `tool_calls`, tool results as `role: tool` messages.
-fn openai_messages(m: &Value, out: &mut Vec<Value>) {
-    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
-    let parts = match m.get("parts").or_else(|| m.get("content")) {
-        Some(Value::Array(parts)) => parts,
-        _ => {
-            // Already OpenAI's shape (a content string, maybe tool calls).
-            out.push(m.clone());
-            return;
-        }
-    };
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let mut results = false;
-    for p in parts {
-        match p.get("type").and_then(Value::as_str).unwrap_or("text") {
-            "text" => text.push_str(&as_text(p.get("content").or_else(|| p.get("text")))),
-            "tool_call" | "tool-call" | "tool_use" => {
-                let args = p
-                    .get("arguments")
-                    .or_else(|| p.get("input"))
-                    .or_else(|| p.get("args"));
-                calls.push(json!({
-                    "id": as_text(p.get("id").or_else(|| p.get("toolCallId"))),
-                    "type": "function",
-                    "function": {
-                        "name": as_text(p.get("name").or_else(|| p.get("toolName"))),
-                        "arguments": as_text(args),
-                    },
-                }));
-            }
-            "tool_call_response" | "tool-result" | "tool_result" => {
-                results = true;
-                out.push(json!({
-                "role": "tool",
-                "tool_call_id": as_text(p.get("id").or_else(|| p.get("toolCallId")).or_else(|| p.get("tool_use_id"))),
-                "content": match p.get("response").or_else(|| p.get("result")).or_else(|| p.get("output")).or_else(|| p.get("content")) {
-                    Some(Value::Array(inner)) => parts_text(inner),
-                    other => as_text(other),
-                },
-                }));
-            }
-            _ => {}
-        }
-    }
-    if (results || role == "tool") && calls.is_empty() && text.is_empty() {
-        return;
-    }
-    let mut msg = Map::new();
-    msg.insert("role".into(), role.into());
-    if calls.is_empty() || !text.is_empty() {
-        msg.insert("content".into(), Value::String(text));
-    } else {
-        msg.insert("content".into(), Value::Null);
-    }
-    if !calls.is_empty() {
-        msg.insert("tool_calls".into(), Value::Array(calls));
-    }
-    out.push(Value::Object(msg));
 }

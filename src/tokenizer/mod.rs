@@ -72,11 +72,17 @@ impl Tokenizer {
                 BUILTIN.join(", ")
             )));
         }
-        let hf = tokenizers::Tokenizer::from_file(path).map_err(|e| {
+        let mut hf = tokenizers::Tokenizer::from_file(path).map_err(|e| {
             Error::msg(format!(
                 "cannot load tokenizer {spec}: {e} (expected a Hugging Face tokenizer.json)"
             ))
         })?;
+        // Padding and truncation are a model's input settings (sentence
+        // embedders ship `Fixed` padding to 128 and truncation at 128 or
+        // 512), not the text's tokens: a count needs neither.
+        hf.with_padding(None);
+        hf.with_truncation(None)
+            .map_err(|e| Error::msg(format!("cannot load tokenizer {spec}: {e}")))?;
         Ok(Tokenizer {
             name: spec.to_string(),
             kind: Kind::HuggingFace(Box::new(hf)),
@@ -93,6 +99,21 @@ impl Tokenizer {
     /// files (unknown rules).
     pub fn splits_after_newlines(&self) -> bool {
         matches!(self.kind, Kind::Bpe(_, Encoding::O200k | Encoding::Cl100k))
+    }
+
+    /// The kind of model: the built-in encodings are byte-level BPE; a
+    /// tokenizer.json says its own (BPE, WordPiece, WordLevel, Unigram).
+    pub fn model_kind(&self) -> &'static str {
+        use tokenizers::models::ModelWrapper;
+        match &self.kind {
+            Kind::Bpe(..) => "byte-level BPE",
+            Kind::HuggingFace(hf) => match hf.get_model() {
+                ModelWrapper::BPE(_) => "BPE",
+                ModelWrapper::WordPiece(_) => "WordPiece",
+                ModelWrapper::WordLevel(_) => "WordLevel",
+                ModelWrapper::Unigram(_) => "Unigram",
+            },
+        }
     }
 
     /// The name or path it was loaded from.

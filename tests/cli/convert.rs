@@ -958,3 +958,162 @@ fn langfuse_ingestion_batch_with_offsets() {
     assert!(out[1].get("hash_ids").is_none());
     valid(&run);
 }
+
+#[test]
+fn keep_messages_maps_otel_and_langchain_messages_to_openai() {
+    let file = fixture("langfuse_otel_langchain_messages.constructed.json");
+    let run = convert(&["--keep-messages", &file]);
+    let out = run.json_lines();
+    assert_eq!(out.len(), 2);
+    // OTel GenAI parts: text joined, the tool call and its answer in
+    // OpenAI's places (arguments as JSON text).
+    assert_eq!(
+        out[0]["messages"],
+        json!([
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}
+        ])
+    );
+    // LangChain's serialized messages, and a tool's answer under the
+    // tool's name as its role: it answers the call of that name.
+    assert_eq!(
+        out[1]["messages"],
+        json!([
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+            {"role": "tool", "content": "rain, 8 C", "tool_call_id": "call_2"}
+        ])
+    );
+    // An image given by URI has no OpenAI form here: left out, said why.
+    assert!(
+        run.stderr.contains(&format!(
+            "trace-convert: {file}:25: warning: field `messages[0].parts[1].type`: \"uri\" parts are not \
+             mapped to OpenAI chat content; record left out (--keep-messages writes only messages \
+             an OpenAI-compatible server takes)"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("3 records read, 2 written, 1 dropped (1 with messages no server takes)"),
+        "{}",
+        run.stderr
+    );
+    valid(&run);
+    // Without --keep-messages no message is written, and none is dropped.
+    let run = convert(&[&file]);
+    assert_eq!(run.json_lines().len(), 3);
+
+    // LiteLLM: LangChain's message dicts, OpenAI tool calls under
+    // additional_kwargs, LangChain's extra keys left out.
+    let run = convert(&[
+        "--keep-messages",
+        &fixture("litellm_langchain_messages.constructed.jsonl"),
+    ]);
+    assert_eq!(
+        run.json_lines()[0]["messages"],
+        json!([
+            {"role": "user", "content": "Weather in Rome?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_3", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+            {"role": "tool", "content": "clear, 25 C", "tool_call_id": "call_3"}
+        ])
+    );
+    valid(&run);
+}
+
+#[test]
+fn keep_messages_lifts_tool_definitions_logged_as_messages() {
+    // Langfuse's LangChain handler lists the call's tools as `tool`
+    // messages, and OpenAI's tool calls under `additional_kwargs`.
+    let run = convert(&[
+        "--keep-messages",
+        &fixture("ui_trace_download.langgraph-python-2025-08-22.json"),
+    ]);
+    let out = run.json_lines();
+    let tool = json!({"type": "function", "function": {"name": "Web-Search",
+        "description": "Dummy web search tool.",
+        "parameters": {"properties": {"query": {"type": "string"}}, "required": ["query"], "type": "object"}}});
+    assert_eq!(out[0]["tools"], json!([tool]));
+    assert_eq!(
+        out[0]["messages"],
+        json!([{"role": "user", "content": "Be helpful!"},
+               {"role": "user", "content": "Search the web for 'example' and summarize."}])
+    );
+    assert_eq!(
+        out[1]["messages"][2],
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1oGK863sxQHlPreFhDdEs3yl", "type": "function",
+             "function": {"name": "Web-Search", "arguments": "{\"query\":\"example\"}"}}]})
+    );
+    assert_eq!(
+        out[1]["messages"][3]["tool_call_id"],
+        json!("call_1oGK863sxQHlPreFhDdEs3yl")
+    );
+    assert_eq!(out[1]["messages"].as_array().unwrap().len(), 4);
+    valid(&run);
+}
+
+#[test]
+fn calls_without_token_counts_are_counted_from_their_text_and_marked() {
+    // A word-level tokenizer: one token per word, so the counts are the
+    // words of the logged text; the prompt's count is of the rendered
+    // conversation, "<|user|>\nWeather in Rome please\n": "<|", "user",
+    // "|>" and four words, 7.
+    let tok = data("wordlevel-tokenizer.json");
+    let tok = tok.to_str().unwrap();
+    let file = fixture("litellm_no_output_count.constructed.jsonl");
+    let run = convert(&["--tokenizer", tok, &file]);
+    assert!(
+        run.stderr.contains(
+            "3 records read, 2 written, 1 dropped (1 with no output count or output text in the log)"
+        ),
+        "{}",
+        run.stderr
+    );
+    let out = run.json_lines();
+    // "Sunny and mild today": 4.
+    assert_eq!(
+        out[0],
+        json!({"timestamp": 0, "input_length": 12, "output_length": 4, "model": "m",
+               "id": "counted-output",
+               "observed": {"prompt_tokens": 12, "e2e_ms": 1000, "counted": ["output_length"],
+                            "status": "ok"}})
+    );
+    assert_eq!(out[1]["input_length"], json!(7));
+    assert_eq!(out[1]["observed"]["counted"], json!(["input_length"]));
+    valid(&run);
+    let run = convert(&["--tokenizer", tok, "--keep-messages", &file]);
+    let out = run.json_lines();
+    assert_eq!(
+        out[1]["observed"],
+        json!({"prompt_tokens": 7, "completion_tokens": 3, "e2e_ms": 1000,
+               "counted": ["observed.prompt_tokens"], "status": "ok"})
+    );
+    valid(&run);
+
+    // Langfuse: the output as text, and as OTel parts ("Rain" " later": 2).
+    let run = convert(&[
+        "--tokenizer",
+        tok,
+        &fixture("langfuse_no_output_count.constructed.jsonl"),
+    ]);
+    let out = run.json_lines();
+    assert_eq!(out[0]["output_length"], json!(4));
+    assert_eq!(out[1]["output_length"], json!(2));
+    assert_eq!(out[1]["observed"]["counted"], json!(["output_length"]));
+    assert!(
+        run.stderr
+            .contains("1 dropped (1 with no output count or output text in the log)"),
+        "{}",
+        run.stderr
+    );
+}

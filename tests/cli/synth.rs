@@ -148,3 +148,68 @@ fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
         assert_eq!(got.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), *want);
     }
 }
+
+#[test]
+fn every_tokenizer_json_model_type_gives_exact_lengths() {
+    // Small tokenizer.json files written for the tests, one per model type:
+    // WordPiece (BERT's normalizer and pre-tokenizer, with the fixed
+    // padding and truncation at 16 that sentence embedders ship, which a
+    // count must ignore), Unigram and BPE with Metaspace (SentencePiece's
+    // forms), and byte-level BPE (GPT-2's).
+    let input = "{\"timestamp\":0,\"input_length\":700,\"output_length\":2,\"hash_ids\":[1,2]}\n\
+                 {\"timestamp\":1,\"input_length\":600,\"output_length\":2,\"hash_ids\":[1,3]}\n";
+    for name in [
+        "wordpiece-padded",
+        "unigram",
+        "bpe-metaspace",
+        "bpe-bytelevel",
+    ] {
+        let path = data(&format!("tokenizers/{name}.json"));
+        let path = path.to_str().unwrap();
+        let out = synth(&["--token-ids", "--tokenizer", path], input);
+        let ids: Vec<Vec<u64>> = out
+            .iter()
+            .map(|r| {
+                r["prompt_token_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap())
+                    .collect()
+            })
+            .collect();
+        assert_eq!((ids[0].len(), ids[1].len()), (700, 600), "{name}");
+        assert_eq!(ids[0][..512], ids[1][..512], "{name}");
+        assert_ne!(ids[0][512..600], ids[1][512..600], "{name}");
+        // The text encodes to exactly those ids.
+        let tok = Tokenizer::load(path).unwrap();
+        let text = synth(&["--tokenizer", path], input);
+        for (r, want) in text.iter().zip(&ids) {
+            let got = tok.encode(r["text_input"].as_str().unwrap()).unwrap();
+            let got: Vec<u64> = got.iter().map(|&i| u64::from(i)).collect();
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_tokenizer_that_merges_words_is_refused_with_the_reason() {
+    // WordLevel, with a pre-tokenizer that keeps a b-word and the c-word
+    // after it together (one unknown token): each word alone is one token,
+    // side by side they are not.
+    let path = data("tokenizers/wordlevel-merging.json");
+    let path = path.to_str().unwrap();
+    let run = Cmd::new("trace-synth")
+        .args(["--tokenizer", path])
+        .stdin("{\"timestamp\":0,\"input_length\":7,\"output_length\":2}\n")
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "trace-synth: error: tokenizer {path} (WordLevel model) does not keep space-led words \
+             apart: 2048 of its single-token words written together give 1537 tokens, not 2048 \
+             (first at word 0, \"bili ceni\"); prompts of exact length cannot be built from it\n"
+        )
+    );
+}
