@@ -181,10 +181,10 @@ mod otlp {
 
     use serde_json::{Value, json};
 
-    use super::super::metrics::Convention;
     use crate::cli::Skipper;
     use crate::error::{FieldError, Result};
     use crate::io::{Lines, Output};
+    use crate::metrics::Convention;
     use crate::result::{ResultRecord, ResultView, Status};
 
     /// OTLP's SpanKind CLIENT and StatusCode ERROR.
