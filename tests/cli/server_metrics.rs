@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::servers::{MetricsEndpoint, Sim, http_get};
-use crate::util::{Cmd, TestDir};
+use crate::util::{Cmd, TestDir, data};
 
 /// A prompt of `n` words: `n` prompt tokens for the simulated server.
 fn words(n: usize) -> String {
@@ -269,4 +269,103 @@ fn metrics_flags_are_checked_before_sending() {
         .arg(&trace)
         .run();
     run.code(2);
+}
+
+/// Scrapes at 0, 1, 2 and 3 s: running 0, 4, 2, 0 (mean 1.5, p99 and max
+/// 4); prompt tokens 0, 3000, 5000, 6000 (6,000 over 3 s). In 2 s windows:
+/// [0, 2 s) has running 0 and 4, and 3,000 tokens from 0 to 1 s; [2 s, 4 s)
+/// has running 2 and 0, and 3,000 tokens from the 1 s scrape to the 3 s one.
+const SCRAPES: &str = r#"{"t_ms":0,"samples":{"vllm:num_requests_running{engine=\"0\"}":0,"vllm:prompt_tokens_total{engine=\"0\"}":0,"unknown_metric":7}}
+{"t_ms":1000,"samples":{"vllm:num_requests_running{engine=\"0\"}":4,"vllm:prompt_tokens_total{engine=\"0\"}":3000}}
+{"t_ms":2000,"samples":{"vllm:num_requests_running{engine=\"0\"}":2,"vllm:prompt_tokens_total{engine=\"0\"}":5000}}
+{"t_ms":3000,"samples":{"vllm:num_requests_running{engine=\"0\"}":0,"vllm:prompt_tokens_total{engine=\"0\"}":6000}}
+"#;
+
+#[test]
+fn summarize_adds_the_server_section() {
+    let dir = TestDir::new("summarize-metrics");
+    let m = dir.write("m.ndjson", SCRAPES);
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "json", "--window", "2s", "--metrics"])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    assert_eq!(
+        run.json()["server"],
+        json!({
+            "scrapes": 4,
+            "running": {"mean": 1.5, "p99": 4.0, "max": 4.0, "metric": "vllm:num_requests_running"},
+            "prompt_tokens": {"increase": 6000.0, "per_s": 2000.0, "metric": "vllm:prompt_tokens_total"},
+            "windows": [
+                {"start_s": 0.0, "running": {"mean": 2.0, "p99": 4.0, "max": 4.0},
+                 "prompt_tokens": {"increase": 3000.0, "per_s": 3000.0}},
+                {"start_s": 2.0, "running": {"mean": 1.0, "p99": 2.0, "max": 2.0},
+                 "prompt_tokens": {"increase": 3000.0, "per_s": 1500.0}},
+            ],
+        })
+    );
+    let run = Cmd::new("trace-summarize")
+        .arg("--metrics")
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    let text = run.stdout_str();
+    let server = &text[text.find("\nserver (").expect("a server section")..];
+    crate::util::assert_text_eq(
+        "\nserver (4 scrapes)\n\
+         gauge    metric                     mean  p99  max\n\
+         running  vllm:num_requests_running   1.5    4    4\n\
+         \n\
+         counter        metric                    increase  per s\n\
+         prompt_tokens  vllm:prompt_tokens_total      6000   2000\n",
+        server,
+    );
+    // A CSV row gains the server's columns.
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--metrics"])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    let lines = run.lines();
+    assert!(lines[0].ends_with(",server.scrapes,server.running.mean,server.running.p99,server.running.max,server.running.metric,server.prompt_tokens.increase,server.prompt_tokens.per_s,server.prompt_tokens.metric"), "{}", lines[0]);
+    assert!(
+        lines[1].ends_with(
+            ",4,1.5,4.0,4.0,vllm:num_requests_running,6000.0,2000.0,vllm:prompt_tokens_total"
+        ),
+        "{}",
+        lines[1]
+    );
+    // --fail-if reads the server's figures too.
+    Cmd::new("trace-summarize")
+        .args(["--fail-if", "server.running.max>3", "--metrics"])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run()
+        .code(1);
+}
+
+#[test]
+fn summarize_names_a_bad_scrape_line() {
+    let dir = TestDir::new("summarize-metrics-bad");
+    let m = dir.write(
+        "m.ndjson",
+        "{\"t_ms\":0,\"samples\":{}}\n{\"t_ms\":\"soon\",\"samples\":{}}\n",
+    );
+    let run = Cmd::new("trace-summarize")
+        .arg("--metrics")
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.code(2);
+    let stderr = run.stderr.clone();
+    assert!(
+        stderr.contains(&format!(
+            "{}:2: error: field `t_ms`: `\"soon\"` is not a number",
+            m.display()
+        )),
+        "{stderr}"
+    );
 }
