@@ -141,7 +141,8 @@ pub struct Args {
     /// Also draw the run to FILE (.svg, or .html with the SVG inline; other
     /// names are refused): each
     /// request's TTFT and E2E by send time with errors marked, requests in
-    /// flight and output tokens/s over time, and latency percentiles. Each
+    /// flight and output tokens/s over time (with --metrics, the server's
+    /// requests running and waiting under them), and latency percentiles. Each
     /// input file is drawn as its own run, overlaid, for comparisons (the
     /// summary still reads them as one run). Keeps 16 bytes per result.
     #[arg(long, value_name = "FILE")]
@@ -388,8 +389,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     }
 
     let mut overall_json = report::to_json(&overall, &report_opts);
+    let mut scrapes = Vec::new();
     if let Some(path) = &args.metrics {
-        let scrapes = server::read(path)?;
+        scrapes = server::read(path)?;
         let windows = args.format != Format::Csv;
         if let Value::Object(m) = &mut overall_json {
             m.insert(
@@ -403,7 +405,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
         .collect();
     if let Some(path) = &args.plot {
-        plot::write(path, &runs)?;
+        plot::write(path, &runs, &server::plot_series(&scrapes))?;
     }
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut text = render(args, &overall_json, &group_json, &report_opts);

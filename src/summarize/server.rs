@@ -243,3 +243,24 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
     }
     s
 }
+
+/// The server's request gauges over time for the plot: (figure, points
+/// of (seconds since the run's start, value)); empty without scrapes.
+pub fn plot_series(scrapes: &[Scrape]) -> Vec<(String, Vec<(f64, f64)>)> {
+    ["running", "waiting"]
+        .iter()
+        .filter_map(|figure| {
+            let points: Vec<(f64, f64)> = scrapes
+                .iter()
+                .filter_map(|s| {
+                    // The first recognised name of the figure, as in the table.
+                    s.values
+                        .iter()
+                        .find(|(i, _)| server_metrics::KNOWN[*i].figure == *figure)
+                        .map(|(_, v)| (s.t_ms.max(0.0) / 1000.0, *v))
+                })
+                .collect();
+            (!points.is_empty()).then(|| (format!("server {figure}"), points))
+        })
+        .collect()
+}

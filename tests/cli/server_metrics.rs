@@ -338,6 +338,22 @@ fn summarize_adds_the_server_section() {
         "{}",
         lines[1]
     );
+    // The plot gains a server panel on the client's time axis.
+    let plot = dir.join("run.svg");
+    Cmd::new("trace-summarize")
+        .arg("--plot")
+        .arg(&plot)
+        .arg("--metrics")
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run()
+        .ok();
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.contains("server: requests running and waiting (scraped) by time (s)"),
+        "{svg}"
+    );
+    assert!(svg.contains("server running"), "{svg}");
     // --fail-if reads the server's figures too.
     Cmd::new("trace-summarize")
         .args(["--fail-if", "server.running.max>3", "--metrics"])
