@@ -26,9 +26,10 @@ Examples:
 /// Run an OpenAI-compatible simulated server.
 ///
 /// Serves /v1/models, /v1/completions, /v1/chat/completions (streaming and
-/// not, with usage) and /health. Prompt tokens are the prompt's
-/// whitespace-separated words (or its token ids). Latency model: TTFT =
-/// --ttft-ms + --prefill-us × uncached prompt tokens, where a prefix cache of
+/// not, with usage), /metrics (vLLM's metric names) and /health. Prompt
+/// tokens are the prompt's whitespace-separated words (or its token ids).
+/// Latency model: TTFT = --ttft-ms + --prefill-us × uncached prompt
+/// tokens, where a prefix cache of
 /// 512-token blocks (LRU, --cache-blocks) makes shared prefixes cheaper and
 /// reports them as cached_tokens; then one chunk per output token, each
 /// after --itl-ms × (1 + --batch-slope × (requests in flight − 1)). Every

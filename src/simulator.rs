@@ -6,6 +6,9 @@
 //! token-id prompt). TTFT = base + prefill per uncached prompt token, with
 //! a prefix cache of 512-token blocks; then one chunk per output token, at
 //! an ITL that grows with the number of requests in flight.
+//!
+//! `/metrics` reports the model's own state under vLLM's metric names, so
+//! that a demo shows the server's side beside the client's.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -134,10 +137,24 @@ struct Sim {
     in_flight: AtomicUsize,
     /// Places in the batch, when it is limited.
     batch: Option<Arc<tokio::sync::Semaphore>>,
-    /// Requests waiting for a place.
-    waiting: AtomicUsize,
     requests: AtomicU64,
     arrivals: Option<Mutex<std::io::LineWriter<std::fs::File>>>,
+    counts: Counts,
+}
+
+/// What `/metrics` reports beyond the requests in flight.
+#[derive(Default)]
+struct Counts {
+    /// Requests not yet started: held by `--stall-ms`, or waiting for a
+    /// place in a full batch (`--max-batch`): the model's queue.
+    waiting: AtomicUsize,
+    prompt_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache, and those found.
+    cache_queries: AtomicU64,
+    cache_hits: AtomicU64,
+    /// Answers that ran to their last token (all end at max_tokens).
+    finished: AtomicU64,
 }
 
 /// A running server.
@@ -174,13 +191,14 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         cache,
         in_flight: AtomicUsize::new(0),
         batch,
-        waiting: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
         arrivals,
+        counts: Counts::default(),
     });
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/v1/models", get(models))
+        .route("/metrics", get(metrics))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .with_state(sim);
@@ -204,6 +222,108 @@ async fn models(State(sim): State<Arc<Sim>>) -> Response {
         "data": [{"id": sim.opts.model_name, "object": "model", "owned_by": "tracekit"}]
     }))
     .into_response()
+}
+
+/// The Prometheus text exposition of the model's state, named as vLLM
+/// names its metrics (vllm/v1/metrics/loggers.py), with its `model_name`
+/// and `engine` labels. The KV cache is the prefix cache: its usage is the
+/// share of its blocks held. Nothing is ever preempted.
+async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
+    let c = &sim.counts;
+    let usage = match &sim.cache {
+        Some(cache) => {
+            let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.len() as f64 / cache.cap().get() as f64
+        }
+        None => 0.0,
+    };
+    let labels = format!(
+        "engine=\"0\",model_name=\"{}\"",
+        label_value(&sim.opts.model_name)
+    );
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let families: [(&str, &str, &str, String); 9] = [
+        (
+            "vllm:num_requests_running",
+            "gauge",
+            "Number of requests in model execution batches.",
+            sim.in_flight.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Number of requests waiting to be processed.",
+            c.waiting.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "KV-cache usage. 1 means 100 percent usage.",
+            usage.to_string(),
+        ),
+        (
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            load(&c.cache_queries).to_string(),
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            load(&c.cache_hits).to_string(),
+        ),
+        (
+            "vllm:num_preemptions_total",
+            "counter",
+            "Cumulative number of preemption from the engine.",
+            "0".into(),
+        ),
+        (
+            "vllm:prompt_tokens_total",
+            "counter",
+            "Number of prefill tokens processed.",
+            load(&c.prompt_tokens).to_string(),
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "counter",
+            "Number of generation tokens processed.",
+            load(&c.generation_tokens).to_string(),
+        ),
+        (
+            "vllm:request_success_total",
+            "counter",
+            "Count of successfully processed requests.",
+            load(&c.finished).to_string(),
+        ),
+    ];
+    let mut text = String::new();
+    for (name, kind, help, value) in families {
+        let extra = if name == "vllm:request_success_total" {
+            ",finished_reason=\"length\""
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}{extra}}} {value}\n"
+        ));
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// A label value escaped as the text format wants it.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 async fn completions(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
@@ -303,8 +423,8 @@ struct InFlight {
     _place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// A request waiting for a place in the batch, until dropped (served, or
-/// its client went away).
+/// A request in the queue (held by `--stall-ms`, or waiting for a place
+/// in the batch) until dropped: served, or its client went away.
 struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
@@ -362,6 +482,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
         .to_string();
 
     if sim.opts.stall_ms > 0.0 {
+        let _waiting = Waiting::new(&sim.counts.waiting);
         tokio::time::sleep(Duration::from_secs_f64(sim.opts.stall_ms / 1000.0)).await;
     }
     if sim.draw(n, 1) < sim.opts.error_rate {
@@ -376,13 +497,19 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
     // A full batch: wait for a place, before prefill starts.
     let place = match &sim.batch {
         Some(batch) => {
-            let _waiting = Waiting::new(&sim.waiting);
+            let _waiting = Waiting::new(&sim.counts.waiting);
             batch.clone().acquire_owned().await.ok()
         }
         None => None,
     };
     let cached = sim.cached_tokens(&tokens);
     let prompt = tokens.len() as u64;
+    let counts = &sim.counts;
+    counts.prompt_tokens.fetch_add(prompt, Ordering::Relaxed);
+    if sim.cache.is_some() {
+        counts.cache_queries.fetch_add(prompt, Ordering::Relaxed);
+        counts.cache_hits.fetch_add(cached, Ordering::Relaxed);
+    }
     // The answer is a function of the seed and the prompt (a model at
     // temperature 0), and its blocks join the prefix cache with the
     // prompt's, as a server's KV cache keeps what it generated: a next
@@ -417,6 +544,11 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             tokio::time::sleep_until(due).await;
         }
         drop(guard);
+        let counts = &sim.counts;
+        counts
+            .generation_tokens
+            .fetch_add(max_tokens, Ordering::Relaxed);
+        counts.finished.fetch_add(1, Ordering::Relaxed);
         let text = words(voice, max_tokens);
         let choice = if chat {
             json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
@@ -494,7 +626,9 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             {
                 return;
             }
+            sim.counts.generation_tokens.fetch_add(1, Ordering::Relaxed);
         }
+        sim.counts.finished.fetch_add(1, Ordering::Relaxed);
         if usage_in_stream {
             let _ = tx.send(Ok(chunk(Value::Null, Some(&usage)))).await;
         }

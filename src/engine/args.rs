@@ -210,6 +210,27 @@ pub struct Args {
     #[arg(long)]
     pub insecure: bool,
 
+    /// Scrape the server's Prometheus metrics at URL during the run
+    /// (`http://host:port` alone means its /metrics; it may be another
+    /// host than --url, and gets none of the replay's headers). Needs
+    /// --metrics-out.
+    #[arg(long, value_name = "URL", requires = "metrics_out")]
+    pub metrics_url: Option<String>,
+
+    /// Time between two scrapes of --metrics-url, from the run's start.
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = parse_every)]
+    pub metrics_every: f64,
+
+    /// Write one JSON line per scrape to FILE: `t_ms` (since the run's
+    /// start, the clock of the results' `sent_ms`) and `samples`. With
+    /// --sim and no --metrics-url, the simulated server is scraped.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_out: Option<std::path::PathBuf>,
+
+    /// Keep only the samples whose `name{labels}` matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex, requires = "metrics_out")]
+    pub metrics_match: Option<regex::Regex>,
+
     /// No progress nor notes on standard error (the final line is still
     /// printed).
     #[arg(long, short = 'q')]
@@ -267,6 +288,21 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
             ),
         },
     })
+}
+
+/// `--metrics-every D`: longer than 0.
+fn parse_every(text: &str) -> std::result::Result<f64, String> {
+    match crate::duration::parse_ms(text)? {
+        ms if ms > 0.0 => Ok(ms),
+        _ => Err(format!(
+            "`{text}`: the time between scrapes must be longer than 0"
+        )),
+    }
+}
+
+/// `--metrics-match REGEX`.
+fn parse_regex(text: &str) -> std::result::Result<regex::Regex, String> {
+    regex::Regex::new(text).map_err(|e| e.to_string())
 }
 
 /// `--model-map FROM=TO`.

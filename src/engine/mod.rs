@@ -27,6 +27,7 @@ mod preflight;
 mod progress;
 pub mod request;
 pub mod schedule;
+mod scrape;
 pub mod sse;
 mod timer;
 
@@ -143,6 +144,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     if !args.sim_args.is_empty() && !args.sim {
         return Err(Error::usage("--sim-arg applies to --sim only"));
     }
+    scrape_plan(args, "http://127.0.0.1", false)?;
     let sim_options = crate::simulator::SimOptions::from_flags(&args.sim_args)
         .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
     let base = match (&args.url, args.sim) {
@@ -251,7 +253,15 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         runtime.spawn(async move { on_ctrl_c(&shared, grace, quiet).await })
     };
 
-    let run_start: OnceLock<Instant> = OnceLock::new();
+    let run_start: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let mut scraper = match scrape_plan(args, &base, true)? {
+        Some(plan) => {
+            let s = scrape::Scraper::start(plan, run_start.clone(), shared.clone())?;
+            s.wait_first(Duration::from_secs(1));
+            Some(s)
+        }
+        None => None,
+    };
     let progress_done = AtomicBool::new(false);
     let (ended, failure, lag, late, aborted, cpu_ms) = thread::scope(|scope| {
         let reader = {
@@ -289,6 +299,9 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         // a busy machine, for the lateness warning.
         let cpu_before = progress::thread_cpu_ms();
         let ended = runtime.block_on(dispatcher.run(&run_start));
+        if let Some(s) = scraper.take() {
+            s.finish();
+        }
         let cpu_ms = progress::thread_cpu_ms()
             .zip(cpu_before)
             .map(|(after, before)| after - before);
@@ -374,6 +387,35 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// What --metrics-url and --metrics-out ask for; with --sim, the
+/// simulated server's /metrics by default. Without `open`, only checks
+/// the flags (before the server is reached).
+fn scrape_plan(args: &Args, base: &str, open: bool) -> Result<Option<scrape::Plan>> {
+    let Some(path) = &args.metrics_out else {
+        return Ok(None);
+    };
+    let url = match (&args.metrics_url, args.sim) {
+        (Some(url), _) => url.clone(),
+        (None, true) => format!("{base}/metrics"),
+        (None, false) => {
+            return Err(Error::usage(
+                "--metrics-out needs --metrics-url URL (the server's Prometheus endpoint)",
+            ));
+        }
+    };
+    scrape::metrics_url(&url)?;
+    if !open {
+        return Ok(None);
+    }
+    Ok(Some(scrape::Plan {
+        url,
+        every_ms: args.metrics_every,
+        out: Output::open(Some(path))?,
+        keep: args.metrics_match.clone(),
+        quiet: args.quiet,
+    }))
 }
 
 /// How a run stopped by a signal ends: 130 for Ctrl-C, 128 + the signal.

@@ -2,6 +2,7 @@
 
 pub mod plot;
 pub mod requests;
+mod server;
 
 use std::collections::BTreeMap;
 
@@ -141,11 +142,21 @@ pub struct Args {
     /// Also draw the run to FILE (.svg, or .html with the SVG inline; other
     /// names are refused): each
     /// request's TTFT and E2E by send time with errors marked, requests in
-    /// flight and output tokens/s over time, and latency percentiles. Each
+    /// flight and output tokens/s over time (with --metrics, the server's
+    /// requests running and waiting under them), and latency percentiles. Each
     /// input file is drawn as its own run, overlaid, for comparisons (the
     /// summary still reads them as one run). Keeps 16 bytes per result.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+
+    /// Add a server section from FILE, trace-replay's --metrics-out: for
+    /// the gauges vLLM, SGLang and llama.cpp expose (requests running and
+    /// waiting, KV-cache usage, prefix-cache hit rate) mean, p99 and max
+    /// over the scrapes, and per --window; their counters (tokens,
+    /// requests, preemptions, cache queries and hits) as increase and rate
+    /// per second. Other metrics are ignored.
+    #[arg(long, value_name = "FILE", conflicts_with = "requests")]
+    pub metrics: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -311,7 +322,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     for t in &args.fail_if {
         // Turn positions are keys only a run knows.
         let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.");
-        if !by_turn && report::lookup(&shape, &t.path).is_none() {
+        // The server's figures are known once its file is read.
+        let server = args.metrics.is_some() && t.path.starts_with("server.");
+        if !by_turn && !server && report::lookup(&shape, &t.path).is_none() {
             return Err(Error::usage(format!(
                 "--fail-if '{}': the report has no figure `{}` (see --format json for the keys)",
                 t.text, t.path
@@ -376,16 +389,32 @@ pub fn run(args: &Args) -> Result<Outcome> {
         overall.merge(g);
     }
 
-    let overall_json = report::to_json(&overall, &report_opts);
+    let mut overall_json = report::to_json(&overall, &report_opts);
+    let mut scrapes = Vec::new();
+    if let Some(path) = &args.metrics {
+        scrapes = server::read(path)?;
+        let windows = args.format != Format::Csv;
+        if let Value::Object(m) = &mut overall_json {
+            m.insert(
+                "server".into(),
+                server::to_json(&scrapes, args.window, windows),
+            );
+        }
+    }
     let group_json: Vec<(String, Value)> = groups
         .iter()
         .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
         .collect();
     if let Some(path) = &args.plot {
-        plot::write(path, &runs)?;
+        plot::write(path, &runs, &server::plot_series(&scrapes))?;
     }
     let mut out = Output::open(args.output.output.as_deref())?;
-    let text = render(args, &overall_json, &group_json, &report_opts);
+    let mut text = render(args, &overall_json, &group_json, &report_opts);
+    if let (Some(server), Format::Table | Format::Markdown) =
+        (overall_json.get("server"), args.format)
+    {
+        text.push_str(&server::to_text(server, args.format == Format::Markdown));
+    }
     out.write_all(text.as_bytes())?;
     out.finish()?;
 

@@ -163,9 +163,12 @@ pub fn check_name(path: &Path) -> Result<()> {
     )))
 }
 
-pub fn write(path: &Path, runs: &[Series]) -> Result<()> {
+/// `server`: the server's request gauges (see `server::plot_series`),
+/// drawn in a panel of their own under the client's, on the same time
+/// axis; no panel when empty.
+pub fn write(path: &Path, runs: &[Series], server: &[(String, Vec<(f64, f64)>)]) -> Result<()> {
     let mut svg = String::new();
-    draw(&mut svg, runs)?;
+    draw(&mut svg, runs, server)?;
     let name = path.display().to_string();
     let html = path
         .extension()
@@ -184,10 +187,11 @@ pub fn write(path: &Path, runs: &[Series]) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::io(name, e))
 }
 
-fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
-    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 4)).into_drawing_area();
+fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)]) -> Result<()> {
+    let count: u32 = if server.is_empty() { 4 } else { 5 };
+    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
-    let panels = root.split_evenly((4, 1));
+    let panels = root.split_evenly((count as usize, 1));
 
     let t_end = runs
         .iter()
@@ -197,7 +201,13 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 .map(|p| p.end_s as f64)
                 .chain(r.errors.iter().map(|e| e.0 as f64))
         })
-        .fold(1.0f64, f64::max);
+        .fold(1.0f64, f64::max)
+        .max(
+            server
+                .iter()
+                .flat_map(|(_, points)| points.iter().map(|p| p.0))
+                .fold(0.0, f64::max),
+        );
     let (lat_lo, lat_hi) = runs
         .iter()
         .flat_map(|r| {
@@ -345,6 +355,42 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
         legend(&mut chart)?;
     }
 
+    // The server's requests running and waiting, under the client's
+    // requests in flight, on the same time axis (scrapes before the
+    // run's start drawn at 0).
+    if !server.is_empty() {
+        let top = server
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.1))
+            .fold(1.0f64, f64::max)
+            * 1.1;
+        let mut chart = ChartBuilder::on(&panels[3])
+            .caption(
+                "server: requests running and waiting (scraped) by time (s)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_end, 0.0..top)
+            .map_err(plot_error)?;
+        chart.configure_mesh().draw().map_err(plot_error)?;
+        for (i, (name, points)) in server.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_error)?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        legend(&mut chart)?;
+    }
+
     // 4. Latency by percentile, HDR style: x = 1 / (1 − p), log.
     let mut curves = Vec::new();
     for run in runs {
@@ -356,7 +402,7 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
         .iter()
         .flat_map(|(a, b)| a.iter().chain(b.iter()).map(|p| p.0))
         .fold(10.0f64, f64::max);
-    let mut chart = ChartBuilder::on(&panels[3])
+    let mut chart = ChartBuilder::on(&panels[count as usize - 1])
         .caption(
             "latency (ms, log) by percentile: 1/(1-p), so 10 = p90, 100 = p99",
             ("sans-serif", 18),

@@ -15,6 +15,7 @@ mod real_server;
 mod real_traces;
 mod replay;
 mod rescale;
+mod server_metrics;
 mod servers;
 mod signals;
 mod slice;

@@ -38,6 +38,11 @@ struct Llama {
 impl Llama {
     /// Start one; `None` (with a note) when the server is not built.
     fn start(slots: u32, context: u32) -> Option<Llama> {
+        Llama::start_with(slots, context, &[])
+    }
+
+    /// As [`Llama::start`], with more llama-server flags.
+    fn start_with(slots: u32, context: u32, extra: &[&str]) -> Option<Llama> {
         let Some((server, model)) = cached() else {
             // CI builds the server first and sets this, so a broken build
             // fails there instead of skipping.
@@ -72,6 +77,7 @@ impl Llama {
                 &slots.to_string(),
                 "--no-webui",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -425,4 +431,72 @@ fn a_delta_session_carries_the_real_answers_and_its_routing_header() {
     for k in 1..3 {
         assert!(prompt(k) > prompt(k - 1) + 8, "{} then {}", r[k - 1], r[k]);
     }
+}
+
+/// llama-server with --metrics, scraped every 100 ms during a run of twelve
+/// requests on two slots: every scrape has llama.cpp's samples, the
+/// requests-processing gauge rises above 0 during the run, and the
+/// counters after the run count the answers' tokens.
+#[test]
+fn the_servers_metrics_are_scraped_beside_the_results() {
+    let Some(llama) = Llama::start_with(2, 8192, &["--metrics"]) else {
+        return;
+    };
+    let dir = TestDir::new("real-metrics");
+    let recs: Vec<Value> = (0..12)
+        .map(|i| json!({"timestamp": 0, "input_length": 64 + i, "output_length": 48}))
+        .collect();
+    let metrics_url = format!("{}/metrics", llama.url);
+    let run = synth_and_replay(
+        &dir,
+        &trace(&recs),
+        &[
+            "--url",
+            &llama.url,
+            "--ignore-eos",
+            "--metrics-url",
+            &metrics_url,
+            "--metrics-every",
+            "100ms",
+            "--metrics-out",
+            "metrics.ndjson",
+        ],
+    );
+    assert!(run.json_lines().iter().all(|r| r["status"] == "ok"));
+    let text = std::fs::read_to_string(dir.join("metrics.ndjson")).unwrap();
+    let scrapes: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(scrapes.len() >= 2, "{text}");
+    let value = |s: &Value, k: &str| s["samples"][k].as_f64();
+    for s in &scrapes {
+        assert!(value(s, "llamacpp:requests_processing").is_some(), "{s}");
+        assert!(value(s, "llamacpp:tokens_predicted_total").is_some(), "{s}");
+    }
+    let busiest = scrapes
+        .iter()
+        .filter_map(|s| value(s, "llamacpp:requests_processing"))
+        .fold(0.0, f64::max);
+    assert!(busiest > 0.0, "{text}");
+    // 12 answers of 48 tokens between the first scrape and the last.
+    let predicted = |s: &Value| value(s, "llamacpp:tokens_predicted_total").unwrap();
+    assert_eq!(
+        predicted(scrapes.last().unwrap()) - predicted(&scrapes[0]),
+        576.0,
+        "{text}"
+    );
+    // The summary reads them.
+    let s = dir
+        .cmd("trace-summarize")
+        .args(["--format", "json", "--metrics", "metrics.ndjson"])
+        .stdin(run.stdout.clone())
+        .run();
+    s.ok();
+    let server = &s.json()["server"];
+    assert_eq!(
+        server["running"]["metric"], "llamacpp:requests_processing",
+        "{server}"
+    );
+    assert_eq!(server["generation_tokens"]["increase"], 576.0, "{server}");
 }

@@ -307,3 +307,69 @@ fn serve_tls(
     stream.conn.send_close_notify();
     stream.flush()
 }
+
+/// A Prometheus endpoint on a free loopback port: its n-th request (from
+/// 0) is answered after `answer(n).2` with status line `answer(n).0` and
+/// body `answer(n).1`. Its thread lives as long as the test process.
+pub struct MetricsEndpoint {
+    pub url: String,
+    pub requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// What a [`MetricsEndpoint`] answers its n-th request.
+pub type MetricsAnswer = fn(usize) -> (&'static str, String, Duration);
+
+impl MetricsEndpoint {
+    pub fn start(answer: MetricsAnswer) -> MetricsEndpoint {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let count = requests.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let (status, body, delay) = answer(n);
+                    std::thread::sleep(delay);
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        MetricsEndpoint { url, requests }
+    }
+}
+
+/// The body of `GET url` (plain HTTP/1.1 on loopback, answered whole).
+pub fn http_get(url: &str) -> String {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
+    let path = if path == "/" {
+        "/".to_string()
+    } else {
+        format!("/{path}")
+    };
+    let mut conn = TcpStream::connect(host).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}

@@ -1,0 +1,266 @@
+//! `--metrics FILE`: the server section, from trace-replay's scrape file
+//! (`--metrics-out`). Only the metrics [`crate::server_metrics::KNOWN`]
+//! names are summarized; the others stay in the file.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{FieldError, Result};
+use crate::io::{self, Lines};
+use crate::server_metrics::{self, Figures, Scrape};
+
+/// Every scrape of the file, in order.
+pub fn read(path: &std::path::Path) -> Result<Vec<Scrape>> {
+    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
+    let mut lines = Lines::new(&specs);
+    let mut out = Vec::new();
+    while let Some((loc, line)) = lines.next_line()? {
+        let scrape =
+            server_metrics::read_scrape(line).map_err(|msg| FieldError::record(msg).at(&loc))?;
+        out.push(scrape);
+    }
+    Ok(out)
+}
+
+fn figures_json(
+    figures: &[(&'static server_metrics::Known, Figures)],
+    with_metric: bool,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (k, f) in figures {
+        // Two names of one figure (an engine's older name beside its new
+        // one): the first recognised wins.
+        if m.contains_key(k.figure) {
+            continue;
+        }
+        let mut v = match f {
+            Figures::Gauge(g) => json!({"mean": g.mean, "p99": g.p99, "max": g.max}),
+            Figures::Counter(c) => json!({"increase": c.increase, "per_s": c.per_s}),
+        };
+        if with_metric {
+            v["metric"] = Value::from(k.name);
+        }
+        m.insert(k.figure.to_string(), v);
+    }
+    m
+}
+
+/// The `server` object of the JSON report: `scrapes`, one object per
+/// recognised figure, and with a window width, `windows` (left out when
+/// `windows` is false: CSV rows hold no series).
+pub fn to_json(scrapes: &[Scrape], window_ms: Option<f64>, windows: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("scrapes".into(), Value::from(scrapes.len()));
+    let all = server_metrics::figures(scrapes, f64::NEG_INFINITY, f64::INFINITY);
+    m.extend(figures_json(&all, true));
+    if let (Some(w), true) = (window_ms, windows) {
+        let last = scrapes.iter().map(|s| s.t_ms).fold(0.0, f64::max);
+        let count = (last / w).floor() as usize + 1;
+        let series: Vec<Value> = (0..count)
+            .map(|i| {
+                let from = i as f64 * w;
+                // A counter's rate in a window runs from the last scrape
+                // before it to its last scrape inside, so that no increase
+                // falls between windows.
+                let before = scrapes.iter().rposition(|s| s.t_ms < from);
+                let first = if i == 0 { f64::NEG_INFINITY } else { from };
+                let mut win: Vec<Scrape> = Vec::new();
+                if i > 0
+                    && let Some(b) = before
+                {
+                    let mut opening = scrapes[b].clone();
+                    // A gauge's level before the window is not in it.
+                    opening.values.retain(|(j, _)| {
+                        server_metrics::KNOWN[*j].kind == server_metrics::Kind::Counter
+                    });
+                    win.push(opening);
+                }
+                win.extend(
+                    scrapes
+                        .iter()
+                        .filter(|s| s.t_ms >= first && s.t_ms < from + w)
+                        .cloned(),
+                );
+                let mut o = Map::new();
+                o.insert("start_s".into(), Value::from(from / 1000.0));
+                o.extend(figures_json(
+                    &server_metrics::figures(&win, f64::NEG_INFINITY, f64::INFINITY),
+                    false,
+                ));
+                Value::Object(o)
+            })
+            .collect();
+        m.insert("windows".into(), Value::Array(series));
+    }
+    Value::Object(m)
+}
+
+/// A number as the report prints it.
+fn num(v: &Value) -> String {
+    crate::report::num(v, 3)
+}
+
+/// Columns before `left` are text, aligned left; the rest are numbers.
+fn table(markdown: bool, left: usize, header: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i < left {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        if markdown {
+            format!("| {} |\n", padded.join(" | "))
+        } else {
+            format!("{}\n", padded.join("  ").trim_end())
+        }
+    };
+    let mut s = line(header);
+    if markdown {
+        let rule: Vec<String> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if i < left {
+                    "-".repeat(*w)
+                } else {
+                    format!("{}:", "-".repeat(w.saturating_sub(1)))
+                }
+            })
+            .collect();
+        s.push_str(&format!("| {} |\n", rule.join(" | ")));
+    }
+    for r in rows {
+        s.push_str(&line(r));
+    }
+    s
+}
+
+/// The server section of the table and Markdown reports.
+pub fn to_text(server: &Value, markdown: bool) -> String {
+    let Some(m) = server.as_object() else {
+        return String::new();
+    };
+    let scrapes = m.get("scrapes").and_then(Value::as_u64).unwrap_or(0);
+    let mut s = String::from("\n");
+    let title = format!("server ({scrapes} scrapes)");
+    if markdown {
+        s.push_str(&format!("**{title}**\n\n"));
+    } else {
+        s.push_str(&format!("{title}\n"));
+    }
+    let mut gauges = Vec::new();
+    let mut counters = Vec::new();
+    for (figure, v) in m {
+        let Some(metric) = v.get("metric").and_then(Value::as_str) else {
+            continue;
+        };
+        if v.get("mean").is_some() {
+            gauges.push(vec![
+                figure.clone(),
+                metric.to_string(),
+                num(&v["mean"]),
+                num(&v["p99"]),
+                num(&v["max"]),
+            ]);
+        } else {
+            counters.push(vec![
+                figure.clone(),
+                metric.to_string(),
+                num(&v["increase"]),
+                num(&v["per_s"]),
+            ]);
+        }
+    }
+    if gauges.is_empty() && counters.is_empty() {
+        s.push_str("no metric of vLLM, SGLang or llama.cpp in the scrapes\n");
+        return s;
+    }
+    let h = |cols: &[&str]| cols.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    if !gauges.is_empty() {
+        s.push_str(&table(
+            markdown,
+            2,
+            &h(&["gauge", "metric", "mean", "p99", "max"]),
+            &gauges,
+        ));
+    }
+    if !counters.is_empty() {
+        if !gauges.is_empty() {
+            s.push('\n');
+        }
+        s.push_str(&table(
+            markdown,
+            2,
+            &h(&["counter", "metric", "increase", "per s"]),
+            &counters,
+        ));
+    }
+    if let Some(series) = m.get("windows").and_then(Value::as_array) {
+        // One column per figure any window has; gauges by their mean.
+        let mut cols: Vec<String> = Vec::new();
+        for w in series {
+            for (k, v) in w.as_object().into_iter().flatten() {
+                if k != "start_s" && v.is_object() && !cols.contains(k) {
+                    cols.push(k.clone());
+                }
+            }
+        }
+        let mut header = vec!["start_s".to_string()];
+        header.extend(cols.iter().map(|c| {
+            if series.iter().any(|w| w[c].get("per_s").is_some()) {
+                format!("{c}/s")
+            } else {
+                format!("{c} mean")
+            }
+        }));
+        let rows: Vec<Vec<String>> = series
+            .iter()
+            .map(|w| {
+                let mut r = vec![num(&w["start_s"])];
+                r.extend(cols.iter().map(|c| {
+                    let v = &w[c];
+                    num(v
+                        .get("per_s")
+                        .or_else(|| v.get("mean"))
+                        .unwrap_or(&Value::Null))
+                }));
+                r
+            })
+            .collect();
+        s.push('\n');
+        s.push_str(&table(markdown, 0, &header, &rows));
+    }
+    s
+}
+
+/// The server's request gauges over time for the plot: (figure, points
+/// of (seconds since the run's start, value)); empty without scrapes.
+pub fn plot_series(scrapes: &[Scrape]) -> Vec<(String, Vec<(f64, f64)>)> {
+    ["running", "waiting"]
+        .iter()
+        .filter_map(|figure| {
+            let points: Vec<(f64, f64)> = scrapes
+                .iter()
+                .filter_map(|s| {
+                    // The first recognised name of the figure, as in the table.
+                    s.values
+                        .iter()
+                        .find(|(i, _)| server_metrics::KNOWN[*i].figure == *figure)
+                        .map(|(_, v)| (s.t_ms.max(0.0) / 1000.0, *v))
+                })
+                .collect();
+            (!points.is_empty()).then(|| (format!("server {figure}"), points))
+        })
+        .collect()
+}
