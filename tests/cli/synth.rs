@@ -148,3 +148,39 @@ fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
         assert_eq!(got.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), *want);
     }
 }
+
+#[test]
+fn the_prompt_length_replaces_a_stale_observed_prompt_tokens() {
+    // As after `trace-rescale --input-scale` on a trace made before it
+    // dropped stale figures: production's 600 no longer describes the prompt.
+    let out = synth(
+        &[],
+        "{\"input_length\":7,\"output_length\":3,\"observed\":{\"ttft_ms\":9,\"prompt_tokens\":600,\"status\":\"ok\"}}\n",
+    );
+    assert_eq!(
+        out[0]["observed"],
+        serde_json::json!({"ttft_ms": 9, "prompt_tokens": 7, "status": "ok"})
+    );
+    assert_eq!(
+        serde_json::to_string(&out[0]["observed"]).unwrap(),
+        r#"{"ttft_ms":9,"prompt_tokens":7,"status":"ok"}"#
+    );
+}
+
+#[test]
+fn rescaled_then_synthesized_prompts_are_asked_for_at_their_new_length() {
+    let rescaled = Cmd::new("trace-rescale")
+        .args(["--input-scale", "20"])
+        .stdin("{\"input_length\":3,\"output_length\":2,\"observed\":{\"prompt_tokens\":3}}\n")
+        .run();
+    rescaled.ok();
+    let out = synth(&[], &rescaled.stdout_str());
+    assert_eq!(out[0]["observed"]["prompt_tokens"], 60);
+    let tok = Tokenizer::load("o200k_base").unwrap();
+    assert_eq!(
+        tok.encode(out[0]["text_input"].as_str().unwrap())
+            .unwrap()
+            .len(),
+        60
+    );
+}
