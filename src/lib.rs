@@ -15,8 +15,8 @@
 //!   rows).
 //! - **The shared model**: the trace record ([`record`]), the result record
 //!   ([`result`]), sharding ([`shard`]), statistics ([`stats`]), prompt
-//!   synthesis ([`prompts`], [`tokenizer`]), and the simulated server as a
-//!   library ([`simulator`]).
+//!   synthesis ([`prompts`], [`tokenizer`]), the unit of timestamps
+//!   ([`timestamps`]), and the simulated server as a library ([`simulator`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
 //!   diagnostics ([`cli`], [`error`]), JSON scanning ([`json`]), time and
 //!   numbers ([`time`], [`duration`], [`text`], [`hash`]).
@@ -45,6 +45,7 @@ pub mod result;
 pub mod shard;
 pub mod simulator;
 pub mod stats;
+pub mod timestamps;
 pub mod tokenizer;
 
 // The ground.
