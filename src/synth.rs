@@ -52,7 +52,8 @@ pub struct Args {
     pub output: OutputArgs,
 
     /// Tokenizer the prompts are exact for: o200k_base, cl100k_base,
-    /// r50k_base (GPT-2), built in, or a Hugging Face tokenizer.json file.
+    /// r50k_base (GPT-2), built in, a Hugging Face tokenizer.json file, or
+    /// a model (ORG/NAME) in the local Hugging Face cache.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 

@@ -119,7 +119,8 @@ pub struct Args {
     pub graph: bool,
 
     /// Tokenizer for content hashing: o200k_base, cl100k_base, r50k_base,
-    /// built in, or a Hugging Face tokenizer.json file.
+    /// built in, a Hugging Face tokenizer.json file, or a model (ORG/NAME)
+    /// in the local Hugging Face cache.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 
