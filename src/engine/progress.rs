@@ -148,13 +148,14 @@ pub(super) fn bar_view(s: &Snapshot) -> BarView {
         }
         None => (None, 0, f64::NAN),
     };
+    // First, so that a narrow terminal cuts the counts rather than it.
     if s.stopped_ms.is_some() {
-        message.push_str("; stopped");
+        message.insert_str(0, "stopped; ");
     } else if left_ms > 0.0 {
         let whole_s = (left_ms / 1000.0).ceil() * 1000.0;
-        message.push_str(&format!(", ETA {}", crate::duration::human(whole_s)));
+        message.insert_str(0, &format!("ETA {}; ", crate::duration::human(whole_s)));
     } else if length.is_some() && in_flight > 0 {
-        message.push_str("; waiting for answers");
+        message.insert_str(0, "waiting for answers; ");
     }
     BarView {
         length,
@@ -347,7 +348,7 @@ mod tests {
             (
                 Some(60_000),
                 15_000,
-                "sent 10, in flight 2, done 8, errors 1, lag 0.25ms, ETA 45s".into()
+                "ETA 45s; sent 10, in flight 2, done 8, errors 1, lag 0.25ms".into()
             )
         );
         // Ctrl-C at 6 s: the bar stays at 10% while the rest is cancelled.
@@ -364,7 +365,7 @@ mod tests {
             (
                 Some(60_000),
                 6_000,
-                "sent 12, in flight 0, done 100, errors 1, cancelled 90, lag 0.25ms; stopped"
+                "stopped; sent 12, in flight 0, done 100, errors 1, cancelled 90, lag 0.25ms"
                     .into()
             )
         );
@@ -380,7 +381,7 @@ mod tests {
             (
                 Some(60_000),
                 60_000,
-                "sent 40, in flight 3, done 37, errors 1, lag 0.25ms; waiting for answers".into()
+                "waiting for answers; sent 40, in flight 3, done 37, errors 1, lag 0.25ms".into()
             )
         );
         // --duration: its length, or the span when shorter; 89.4995 s left
@@ -393,7 +394,7 @@ mod tests {
         };
         assert_eq!(view(timed).0, Some(120_000));
         assert_eq!(view(timed).1, 30_501);
-        assert!(view(timed).2.ends_with(", ETA 1m30s"));
+        assert!(view(timed).2.starts_with("ETA 1m30s; sent 10,"));
         let longer = Snapshot {
             schedule_ms: Some(300_000.0),
             ..timed
@@ -430,7 +431,7 @@ mod tests {
             (
                 Some(40),
                 10,
-                "sent 12, in flight 2, done 10, errors 0, lag 0.00ms, ETA 15s".into()
+                "ETA 15s; sent 12, in flight 2, done 10, errors 0, lag 0.00ms".into()
             )
         );
         let stopped = Snapshot {
