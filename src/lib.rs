@@ -16,9 +16,9 @@
 //!   rows).
 //! - **The shared model**: the trace record ([`record`]), the result record
 //!   ([`result`]), sharding ([`shard`]), statistics ([`stats`]), prompt
-//!   synthesis ([`prompts`], [`tokenizer`]), the simulated server as a
-//!   library ([`simulator`]), and a server's own metrics
-//!   ([`server_metrics`]).
+//!   synthesis ([`prompts`], [`tokenizer`]), the unit of timestamps
+//!   ([`timestamps`]), the simulated server as a library ([`simulator`]),
+//!   and a server's own metrics ([`server_metrics`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
 //!   diagnostics ([`cli`], [`error`]), JSON scanning ([`json`]), time and
 //!   numbers ([`time`], [`duration`], [`text`], [`hash`]).
@@ -49,6 +49,7 @@ pub mod server_metrics;
 pub mod shard;
 pub mod simulator;
 pub mod stats;
+pub mod timestamps;
 pub mod tokenizer;
 
 // The ground.

@@ -249,8 +249,9 @@ pub fn prompt_for(
 /// Add a synthesized prompt to a record that needs one (see
 /// [`needs_prompt`]): the prompt replaces `input_length` and `hash_ids`
 /// (one input mode per record), and the length moves to
-/// `observed.prompt_tokens` unless the record already says what production
-/// saw. Returns whether a prompt was added.
+/// `observed.prompt_tokens`, over any figure there: replay reads it as the
+/// length asked for, and the prompt is exactly that long. Returns whether a
+/// prompt was added.
 pub fn add_prompt(
     rec: &mut Record,
     synth: &Synthesizer,
@@ -276,9 +277,7 @@ pub fn add_prompt(
             .map_err(|_| FieldError::new("observed", "is not an object"))?,
         None => serde_json::Map::new(),
     };
-    observed
-        .entry("prompt_tokens")
-        .or_insert_with(|| serde_json::Value::from(len));
+    observed.insert("prompt_tokens".into(), serde_json::Value::from(len));
     rec.set("observed", &observed);
     Ok(true)
 }

@@ -12,7 +12,7 @@ use crate::text::plural;
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, a
-malformed record without --skip-invalid, a zero span for --rate/--duration).
+malformed record without --skip-invalid, a zero span for --rate/--duration/--loop).
 (3 is trace-replay's early stop; never from this tool.)
 
 Examples:
@@ -26,7 +26,10 @@ Examples:
     trace-rescale --duration 5m --max-input 8192 trace.jsonl
 
   Prompts twice as long (prefix sharing kept), answers of 64 to 256 tokens:
-    trace-rescale --input-scale 2 --output-scale 0.5 --min-output 64 --max-output 256 trace.jsonl";
+    trace-rescale --input-scale 2 --output-scale 0.5 --min-output 64 --max-output 256 trace.jsonl
+
+  A 57-record log as a ten-minute test:
+    trace-rescale --loop 10m small.jsonl | trace-replay --url http://127.0.0.1:8000";
 
 /// Change the time and token lengths of a trace.
 ///
@@ -42,10 +45,18 @@ Examples:
 /// blocks; a longer one gets new blocks whose ids never occur in the input,
 /// chosen so that records that shared their whole prompt still share it.
 ///
-/// Memory does not grow with the trace. --rate, --duration and
+/// --loop D repeats the trace (after those changes) until it spans D; see
+/// the flag. Memory does not grow with the trace, except with --loop.
+/// --rate, --duration and
 /// --input-scale above 1 need a first pass over the whole trace (the span,
 /// the largest block id): files are read twice, and standard input is first
 /// copied to a temporary file.
+///
+/// A changed `input_length` drops `observed.prompt_tokens` and
+/// `observed.ttft_ms`, a changed `output_length` drops
+/// `observed.completion_tokens`, either drops `observed.e2e_ms`: production
+/// never saw the rescaled request. Time options leave `observed` alone (its
+/// latencies were the production server's).
 ///
 /// Records whose prompt is fixed (`text_input`, `messages`, `payload`,
 /// `prompt_token_ids`) keep their lengths; one warning gives their count.
@@ -94,6 +105,13 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE,
           value_parser = cli::positive_u64)]
     pub block_size: u64,
+
+    /// Repeat the trace until it spans D: each copy starts one span plus
+    /// one mean gap after the previous; records due at D or later are left
+    /// out. Copies after the first get `#2`, `#3`… on `id`, `after` and
+    /// `session_id`; `hash_ids` are kept. Holds the trace in memory.
+    #[arg(long = "loop", value_name = "D", value_parser = positive_duration)]
+    pub loop_ms: Option<f64>,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -190,11 +208,20 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut skipper = Skipper::new(&args.skip_invalid);
     let mut fixed_prompts = 0u64;
-    let read = record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, _| {
-        let fixed = transform(rec, args, &mut plan)?;
-        fixed_prompts += u64::from(fixed);
-        Ok(Edit::Changed)
-    })?;
+    let read = match args.loop_ms {
+        Some(until) => {
+            let (read, records) = read_all(&mut lines, &mut skipper, |rec, _| {
+                fixed_prompts += u64::from(transform(rec, args, &mut plan)?);
+                Ok(Edit::Changed)
+            })?;
+            tile(&records, until, &mut out)?;
+            read
+        }
+        None => record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, _| {
+            fixed_prompts += u64::from(transform(rec, args, &mut plan)?);
+            Ok(Edit::Changed)
+        })?,
+    };
     if fixed_prompts > 0 && args.touches_tokens() {
         cli::warn(format!(
             "{fixed_prompts} record{} with a fixed prompt (`text_input`, `messages`, `payload` or `prompt_token_ids`) passed through with {} lengths unchanged",
@@ -339,7 +366,9 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     let hash_ids = rec.hash_ids()?;
     let new_input = scale_input(input_length, args);
     record::at_most("input_length", new_input, record::MAX_TOKENS, "tokens")?;
+    let mut stale: Vec<&str> = Vec::new();
     if new_input != input_length {
+        stale.extend(["prompt_tokens", "ttft_ms", "e2e_ms"]);
         rec.set("input_length", &new_input);
         if let Some(mut ids) = hash_ids {
             record::check_block_count(ids.len(), input_length, args.block_size)?;
@@ -351,10 +380,168 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
         let new_out = scale_output(out_len, args);
         record::at_most("output_length", new_out, record::MAX_TOKENS, "tokens")?;
         if new_out != out_len {
+            stale.extend(["completion_tokens", "e2e_ms"]);
             rec.set("output_length", &new_out);
         }
     }
+    forget_observed(rec, &stale)?;
     Ok(false)
+}
+
+/// Drop the `observed` figures that described the record's old lengths:
+/// production never saw the rescaled request, and replay reads
+/// `observed.prompt_tokens` as the prompt's length once trace-synth has
+/// replaced `input_length` with a prompt. An `observed` left empty goes.
+fn forget_observed(rec: &mut Record, keys: &[&str]) -> Result<(), FieldError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let Some(raw) = rec.get("observed") else {
+        return Ok(());
+    };
+    let mut observed = Record::parse(raw.get())
+        .map_err(|_| FieldError::new("observed", "is not an object"))?
+        .into_owned();
+    let mut changed = false;
+    for key in keys {
+        changed |= observed.remove(key);
+    }
+    if !changed {
+        return Ok(());
+    }
+    if observed.is_empty() {
+        rec.remove("observed");
+    } else {
+        rec.set_raw("observed", record::raw(observed.to_json_string()));
+    }
+    Ok(())
+}
+
+/// Every record, edited, in memory (for --loop).
+fn read_all(
+    lines: &mut Lines,
+    skipper: &mut Skipper,
+    mut edit: impl FnMut(&mut Record, u64) -> Result<Edit, FieldError>,
+) -> Result<(u64, Vec<Record<'static>>)> {
+    let mut read = 0u64;
+    let mut records = Vec::new();
+    while let Some((loc, line)) = lines.next_line()? {
+        let index = read;
+        read += 1;
+        let mut rec = match Record::parse_at(line, &loc) {
+            Ok(rec) => rec,
+            Err(e) => {
+                skipper.skip(e)?;
+                continue;
+            }
+        };
+        let checked = edit(&mut rec, index).and_then(|_| {
+            // Checked here, where the line is known, not when copied.
+            rec.timestamp()?;
+            strings(&rec, "after")?;
+            rec.id()?;
+            rec.session_id()?;
+            Ok(())
+        });
+        match checked {
+            Ok(()) => records.push(rec.into_owned()),
+            Err(e) => skipper.skip(e.at(&loc))?,
+        }
+    }
+    Ok((read, records))
+}
+
+/// `after`'s ids, if any.
+fn strings(rec: &Record, field: &str) -> Result<Option<Vec<String>>, FieldError> {
+    rec.get(field)
+        .map(|raw| {
+            serde_json::from_str::<Vec<String>>(raw.get()).map_err(|_| {
+                FieldError::new(
+                    field,
+                    format!(
+                        "expected an array of record ids (strings), found {}",
+                        crate::error::quote_value(raw.get())
+                    ),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// --loop: copies of the trace, one after another, until `until` ms after
+/// the first record. A copy starts one span plus one mean gap after the
+/// previous one, so the gap between copies is a typical one. Records due
+/// at `until` or later are left out, and so are the records that wait for
+/// one left out (its `after` ids, or the earlier turns of its session), so
+/// that no dependency is cut.
+fn tile(records: &[Record<'static>], until: f64, out: &mut Output) -> Result<()> {
+    let times: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.timestamp().ok().flatten())
+        .collect();
+    let (Some(&origin), Some(min), Some(max)) = (
+        times.first(),
+        times.iter().copied().reduce(f64::min),
+        times.iter().copied().reduce(f64::max),
+    ) else {
+        return Err(Error::msg("--loop needs timestamps, and no record has one"));
+    };
+    let span = max - min;
+    if span <= 0.0 || records.len() < 2 {
+        return Err(Error::msg(
+            "--loop needs records at different times; this trace spans 0 ms",
+        ));
+    }
+    let period = span + span / (records.len() - 1) as f64;
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut copy = 0u64;
+    while copy as f64 * period < until {
+        let shift = copy as f64 * period;
+        let suffix = |s: &str| match copy {
+            0 => s.to_string(),
+            k => format!("{s}#{}", k + 1),
+        };
+        // Ids and sessions of this copy left out: what waits for them goes.
+        let mut dropped_ids = std::collections::HashSet::new();
+        let mut dropped_sessions = std::collections::HashSet::new();
+        for rec in records {
+            let mut rec = rec.clone();
+            let ts = rec.timestamp().ok().flatten();
+            let after = strings(&rec, "after").ok().flatten().unwrap_or_default();
+            let id = rec.id().ok().flatten().map(|s| s.into_owned());
+            let session = rec.session_id().ok().flatten().map(|s| s.into_owned());
+            let late = ts.is_some_and(|t| t + shift - origin >= until);
+            let orphan = after.iter().any(|a| dropped_ids.contains(a))
+                || session
+                    .as_ref()
+                    .is_some_and(|s| dropped_sessions.contains(s));
+            if late || orphan {
+                dropped_ids.extend(id);
+                dropped_sessions.extend(session);
+                continue;
+            }
+            if copy > 0 {
+                if let Some(t) = ts {
+                    rec.set_ms("timestamp", t + shift);
+                }
+                if let Some(id) = &id {
+                    rec.set("id", &suffix(id));
+                }
+                if let Some(s) = &session {
+                    rec.set("session_id", &suffix(s));
+                }
+                if rec.contains("after") {
+                    let renamed: Vec<String> = after.iter().map(|a| suffix(a)).collect();
+                    rec.set("after", &renamed);
+                }
+            }
+            buf.clear();
+            rec.write_json(&mut buf);
+            out.write_line(&buf)?;
+        }
+        copy += 1;
+    }
+    Ok(())
 }
 
 /// Shrink to the leading `want` blocks, or grow with ids that depend only on

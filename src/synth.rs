@@ -35,9 +35,10 @@ Examples:
 /// prompts that share no block with any other.
 ///
 /// The prompt replaces `input_length` and `hash_ids` (a record has one
-/// input mode); the length moves to `observed.prompt_tokens`, unless the
-/// record already has one. Chat templates add tokens on the server: replay
-/// reports them as `prompt_tokens` − `input_length`.
+/// input mode); the length moves to `observed.prompt_tokens`, replacing a
+/// figure there that says otherwise (replay reads it as the length asked
+/// for); the other `observed` figures stay. Chat templates add tokens on the
+/// server: replay reports them as `prompt_tokens` − `input_length`.
 ///
 /// Prompts are strings of words that are each one token with a leading
 /// space. Memory does not grow with the trace.
@@ -51,7 +52,8 @@ pub struct Args {
     pub output: OutputArgs,
 
     /// Tokenizer the prompts are exact for: o200k_base, cl100k_base,
-    /// r50k_base (GPT-2), built in, or a Hugging Face tokenizer.json file.
+    /// r50k_base (GPT-2), built in, a Hugging Face tokenizer.json file, or
+    /// a model (ORG/NAME) in the local Hugging Face cache.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 

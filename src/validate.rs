@@ -12,6 +12,7 @@ use crate::io::{self, Output};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
 use crate::stats::IntDistribution;
 use crate::text::plural;
+use crate::timestamps::UnitEvidence;
 
 const EXAMPLES: &str = "\
 Exit status: 0 when every record is valid, 1 when any is invalid (or, with
@@ -356,14 +357,8 @@ pub struct TraceStats {
     full: bool,
     block_size: u64,
     records: u64,
-    first_ts: Option<f64>,
-    min_ts: f64,
-    max_ts: f64,
-    max_gap: f64,
-    /// Gaps that are not 0, and whether each is a whole number of seconds.
-    nonzero_gaps: u64,
-    whole_second_gaps: bool,
-    prev_ts: Option<f64>,
+    /// The timestamps, and what they say about their unit.
+    time: UnitEvidence,
     per_second: HashMap<i64, u64>,
     input: IntDistribution,
     output: IntDistribution,
@@ -386,13 +381,7 @@ impl TraceStats {
             full,
             block_size,
             records: 0,
-            first_ts: None,
-            min_ts: f64::INFINITY,
-            max_ts: f64::NEG_INFINITY,
-            max_gap: 0.0,
-            nonzero_gaps: 0,
-            whole_second_gaps: true,
-            prev_ts: None,
+            time: UnitEvidence::default(),
             per_second: HashMap::new(),
             input: IntDistribution::default(),
             output: IntDistribution::default(),
@@ -412,23 +401,10 @@ impl TraceStats {
 
     fn add(&mut self, c: &record::Checked) {
         self.records += 1;
-        if let Some(t) = c.timestamp {
-            let first = *self.first_ts.get_or_insert(t);
-            self.min_ts = self.min_ts.min(t);
-            self.max_ts = self.max_ts.max(t);
-            if let Some(prev) = self.prev_ts {
-                let gap = (t - prev).abs();
-                self.max_gap = self.max_gap.max(gap);
-                if gap > 0.0 {
-                    self.nonzero_gaps += 1;
-                    self.whole_second_gaps &= gap % 1000.0 == 0.0;
-                }
-            }
-            self.prev_ts = Some(t);
-            if self.full {
-                let second = ((t - first) / 1000.0).floor() as i64;
-                *self.per_second.entry(second).or_insert(0) += 1;
-            }
+        self.time.add(c.timestamp);
+        if let (true, Some(t), Some(first)) = (self.full, c.timestamp, self.time.first()) {
+            let second = ((t - first) / 1000.0).floor() as i64;
+            *self.per_second.entry(second).or_insert(0) += 1;
         }
         if !self.full {
             return;
@@ -475,76 +451,27 @@ impl TraceStats {
     }
 
     fn duration_ms(&self) -> Option<f64> {
-        self.first_ts.map(|_| self.max_ts - self.min_ts)
+        self.time.duration_ms()
     }
 
-    /// Mean request rate: (records − 1) / duration, so that a trace
-    /// rescaled with `trace-rescale --rate R` reports R.
     fn mean_rate(&self) -> Option<f64> {
-        let d = self.duration_ms()?;
-        (d > 0.0 && self.records > 1).then(|| (self.records - 1) as f64 / (d / 1000.0))
+        self.time.mean_rate()
     }
 
     fn peak_rate(&self) -> Option<u64> {
         self.per_second.values().copied().max()
     }
 
-    /// Warnings about the unit of the timestamps, each from evidence it
-    /// names: the mean rate, the gaps, the span and the magnitude.
     fn time_warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        // A source with one-second resolution written in milliseconds
-        // (BurstGPT, `trace-convert --absolute`) has every gap a whole
-        // number of seconds: it is milliseconds already.
-        let whole_seconds = self.nonzero_gaps > 0 && self.whole_second_gaps;
-        let rate_span = (self.mean_rate(), self.duration_ms());
-        if let (false, (Some(rate), Some(span))) = (whole_seconds, rate_span) {
-            if rate > 1000.0 || self.max_gap < 1.0 {
-                out.push(format!(
-                    "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average{}; \
-                     to convert, use trace-rescale --speed 0.001",
-                    if self.max_gap < 1.0 { " and every gap is under 1 ms" } else { "" }
-                ));
-            } else if self.records >= 10 && rate > self.records as f64 {
-                // The mean rate then exceeds what any 1 s window can hold.
-                out.push(format!(
-                    "timestamps look like seconds, not milliseconds: all {} records fall within {} ms, \
-                     a mean of {rate:.0} requests/s that no second of the trace reaches; \
-                     as seconds the trace spans {} s; to convert, use trace-rescale --speed 0.001",
-                    self.records,
-                    crate::text::format_ms(span),
-                    crate::text::format_ms(span),
-                ));
-            }
-        }
-        let epoch_seconds = self.first_ts.is_some() && (1.0e9..1.0e11).contains(&self.min_ts);
-        let mean_gap = self
-            .duration_ms()
-            .filter(|_| self.records > 1)
-            .map(|d| d / (self.records - 1) as f64);
-        // Epoch seconds are a few units apart; milliseconds since a start
-        // 12 days to 3 years back are hundreds or thousands apart.
-        if epoch_seconds && !whole_seconds && mean_gap.is_none_or(|g| g < 1000.0) {
-            let year = 1970 + (self.min_ts / 31_556_952.0) as u64;
-            let days = (self.min_ts / 86_400_000.0) as u64;
-            out.push(format!(
-                "timestamps look like absolute epoch seconds (first {}: a date in {year} as seconds, \
-                 {days} days after 1970 as milliseconds{}), but timestamps are milliseconds: \
-                 trace-slice --rebase | trace-rescale --speed 0.001 converts them",
-                crate::text::format_ms(self.min_ts),
-                mean_gap
-                    .map(|g| format!("; records {} apart on average", crate::text::format_ms(g)))
-                    .unwrap_or_default()
-            ));
-        }
-        out
+        self.time.warnings()
     }
 
     fn epoch_note(&self) -> Option<String> {
-        (self.first_ts.is_some() && self.min_ts >= 1.0e11).then(|| {
+        let (min, _) = self.time.range()?;
+        (min >= 1.0e11).then(|| {
             format!(
                 "timestamps are absolute epoch milliseconds (first {}); replay schedules by offset from the first record, and trace-slice --rebase makes them relative",
-                crate::text::format_ms(self.min_ts)
+                crate::text::format_ms(min)
             )
         })
     }
@@ -577,8 +504,8 @@ impl TraceStats {
             "errors": diag.errors,
             "warnings": diag.warnings,
             "time": {
-                "first_ms": self.first_ts.map(|_| self.min_ts),
-                "last_ms": self.first_ts.map(|_| self.max_ts),
+                "first_ms": self.time.range().map(|r| r.0),
+                "last_ms": self.time.range().map(|r| r.1),
                 "duration_ms": self.duration_ms(),
                 "mean_rate_per_s": self.mean_rate(),
                 "peak_rate_per_s": self.peak_rate(),
@@ -622,14 +549,15 @@ impl TraceStats {
             format!("{total} ({valid} valid, {} invalid)", total - valid),
         );
         row("problems", format!("{errors} errors, {warnings} warnings"));
-        match self.duration_ms() {
-            Some(d) => {
+        match self.time.range() {
+            Some((min, max)) => {
+                let d = max - min;
                 row(
                     "time",
                     format!(
                         "{} to {} ms ({})",
-                        crate::text::format_ms(self.min_ts),
-                        crate::text::format_ms(self.max_ts),
+                        crate::text::format_ms(min),
+                        crate::text::format_ms(max),
                         crate::duration::human(d)
                     ),
                 );

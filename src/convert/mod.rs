@@ -121,7 +121,8 @@ pub struct Args {
 
     /// Tokenizer for content hashing, and for counting the tokens of a
     /// call whose log has its text but no count: o200k_base, cl100k_base,
-    /// r50k_base, built in, or a Hugging Face tokenizer.json file.
+    /// r50k_base, built in, a Hugging Face tokenizer.json file, or a model
+    /// (ORG/NAME) in the local Hugging Face cache.
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 

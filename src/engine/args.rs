@@ -45,7 +45,9 @@ Examples:
 /// Record i is sent at run start + (timestamp_i − timestamp_0), whatever
 /// earlier requests are doing (open loop: no coordinated omission). A later
 /// turn of a session with `delay` is sent `delay` ms after the previous turn
-/// of its session completed. Each response is read chunk by chunk and one
+/// of its session completed. Timestamps that look like seconds (judged from
+/// the first 1024 records, as trace-validate judges) get a warning before
+/// the clock starts. Each response is read chunk by chunk and one
 /// result line (JSON) per request is written and flushed as it completes:
 /// times of the first chunk and first content, the gaps between chunks, the
 /// server's token counts, the status. Records without a prompt get one

@@ -84,6 +84,9 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
         }
         out.write_line(crate::cli::redact(&line.to_string()).as_bytes())?;
     }
+    for w in feed.unit_warnings.take().unwrap_or_default() {
+        cli::warn(w);
+    }
     out.finish()?;
     Ok(Outcome::Success)
 }

@@ -16,12 +16,17 @@ use crate::io::{InputSpec, Lines};
 use crate::prompts::Synthesizer;
 use crate::record::Record;
 use crate::shard::Dealer;
+use crate::timestamps::UnitEvidence;
 
 /// Records read ahead of the schedule (bodies built, prompts synthesized).
 pub(super) const READ_AHEAD: usize = 1024;
 
 /// Records the reader hands over at once when the read-ahead is full.
 pub(super) const READ_BATCH: usize = 64;
+
+/// Records whose timestamps are weighed for their unit: the read-ahead,
+/// read before the clock starts, so that the warning comes first.
+const UNIT_SAMPLE: u64 = READ_AHEAD as u64;
 
 /// The synthesizer, loaded on first need.
 pub(super) struct LazyPrompts<'a> {
@@ -76,6 +81,12 @@ pub(super) struct Feed<'a> {
     turns: std::collections::HashMap<String, u64>,
     /// --shard: which records are this shard's.
     dealer: Option<Dealer>,
+    /// The first records' timestamps, weighed for their unit.
+    units: UnitEvidence,
+    /// The unit warnings, once the sample is weighed (taken by the caller).
+    pub(super) unit_warnings: Option<Vec<String>>,
+    /// The first and largest timestamps of the records run (not warmup).
+    run_span: Option<(f64, f64)>,
 }
 
 impl<'a> Feed<'a> {
@@ -92,7 +103,49 @@ impl<'a> Feed<'a> {
             ended: false,
             turns: std::collections::HashMap::new(),
             dealer: None,
+            units: UnitEvidence::default(),
+            unit_warnings: None,
+            run_span: None,
         }
+    }
+
+    /// When the last timed record is due, ms after the first (a shard's:
+    /// after its whole trace's first); `None` before the input's end, or
+    /// with no timestamp at all.
+    pub(super) fn schedule_ms(&self) -> Option<f64> {
+        let (first, last) = self.run_span?;
+        let origin = match self.args.shard {
+            Some(_) => self.first_timestamp.unwrap_or(first),
+            None => first,
+        };
+        self.ended.then_some(last - origin)
+    }
+
+    /// Weigh one more record's timestamp, up to [`UNIT_SAMPLE`] records.
+    fn weigh(&mut self, timestamp: Option<f64>) {
+        if self.units.records() < UNIT_SAMPLE {
+            self.units.add(timestamp);
+            if self.units.records() == UNIT_SAMPLE {
+                self.judge_units(false);
+            }
+        }
+    }
+
+    /// The unit warnings of the sample (or of the whole input, when it
+    /// ended first). Closed-loop runs ignore timestamps: no warning.
+    fn judge_units(&mut self, whole: bool) {
+        if self.args.concurrency.is_some() || self.units.records() == 0 {
+            return;
+        }
+        let n = self.units.records();
+        let warnings = self.units.warnings().into_iter().map(|w| {
+            if whole {
+                w
+            } else {
+                format!("{w} (judged from the first {n} records)")
+            }
+        });
+        self.unit_warnings = Some(warnings.collect());
     }
 
     /// The next record to take on; `outline_only` skips building the body.
@@ -108,6 +161,9 @@ impl<'a> Feed<'a> {
                 if !self.ended {
                     self.ended = true;
                     self.skipper.finish();
+                    if self.units.records() < UNIT_SAMPLE {
+                        self.judge_units(true);
+                    }
                 }
                 return Ok(None);
             };
@@ -145,6 +201,11 @@ impl<'a> Feed<'a> {
             match prepared {
                 Ok(mut p) => {
                     self.taken += 1;
+                    self.weigh(p.timestamp);
+                    if let (false, Some(t)) = (self.in_warmup(), p.timestamp) {
+                        let (_, last) = self.run_span.get_or_insert((t, t));
+                        *last = last.max(t);
+                    }
                     if let Some(s) = &p.session_id {
                         let n = self.turns.entry(s.clone()).or_insert(0);
                         *n += 1;
@@ -195,7 +256,11 @@ pub(super) fn read_records(
     let mut batch = Vec::new();
     loop {
         let stopping = shared.stopping.load(Ordering::SeqCst);
-        let msg = match feed.next(stopping) {
+        let next = feed.next(stopping);
+        for w in feed.unit_warnings.take().unwrap_or_default() {
+            shared.print(|| crate::cli::warn(w));
+        }
+        let msg = match next {
             Ok(Some(p)) if stopping => Read::Unsent(p),
             Ok(Some(p)) => Read::Ready(p),
             Ok(None) => break,
@@ -228,6 +293,9 @@ pub(super) fn read_records(
     if feed.ended {
         let total = feed.taken.saturating_sub(args.warmup);
         shared.counters.total.store(total, Ordering::Relaxed);
+        if let (None, Some(ms)) = (args.concurrency, feed.schedule_ms()) {
+            let _ = shared.counters.schedule_ms.set(ms);
+        }
     }
     if !batch.is_empty() {
         let _ = out.blocking_send(batch);

@@ -67,6 +67,9 @@ struct Counters {
     lag_us: AtomicU64,
     /// Records to send, once known (0 until then).
     total: AtomicU64,
+    /// When the last timed request is due, ms after the start, once the
+    /// whole input is read (open loop only): the progress bar's length.
+    schedule_ms: OnceLock<f64>,
 }
 
 /// State every thread shares.
@@ -271,7 +274,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         };
         if !args.quiet {
             let (shared, done, start) = (&shared, &progress_done, &run_start);
-            scope.spawn(move || progress(shared, done, start));
+            scope.spawn(move || progress(shared, done, start, args.duration));
         }
         let mut dispatcher = Dispatcher {
             args,

@@ -13,51 +13,154 @@ use crate::cli;
 use crate::result::round_us;
 use crate::stats::Dist;
 
-/// The progress thread. On a terminal, an indicatif bar: requests done
-/// out of the total once it is known (--limit, or the reader reached the
-/// end of the input), else a spinner. Otherwise a status line every ten
-/// seconds. Both show sent, in flight, done, errors and the last lag.
-pub(super) fn progress(shared: &Shared, done: &AtomicBool, run_start: &OnceLock<Instant>) {
+/// The progress thread. On a terminal, an indicatif bar measuring the
+/// schedule (see [`bar_view`]), else a spinner. Otherwise a status line
+/// every ten seconds. Both show sent, in flight, done, errors, the last lag
+/// and, once the schedule's end is known, the time left.
+pub(super) fn progress(
+    shared: &Shared,
+    done: &AtomicBool,
+    run_start: &OnceLock<Instant>,
+    duration_ms: Option<f64>,
+) {
     let every = Duration::from_secs(10);
     let mut last = Instant::now();
     let mut with_length = false;
+    let mut stopped_ms = None;
     while !done.load(Ordering::SeqCst) {
         thread::sleep(Duration::from_millis(100));
         let Some(start) = run_start.get() else {
             continue;
         };
+        let elapsed_ms = start.elapsed().as_secs_f64() * 1000.0;
+        if stopped_ms.is_none() && shared.stopping.load(Ordering::SeqCst) {
+            stopped_ms = Some(elapsed_ms);
+        }
         let c = &shared.counters;
-        let sent = c.sent.load(Ordering::Relaxed);
-        let finished = c.done.load(Ordering::Relaxed);
-        let status = format!(
-            "sent {sent}, in flight {}, done {finished}, errors {}, lag {:.2}ms",
-            sent.saturating_sub(finished),
-            c.errors.load(Ordering::Relaxed) + c.timeouts.load(Ordering::Relaxed),
-            c.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
-        );
+        let view = bar_view(&Snapshot {
+            elapsed_ms,
+            stopped_ms,
+            schedule_ms: c.schedule_ms.get().copied(),
+            duration_ms,
+            total: c.total.load(Ordering::Relaxed),
+            sent: c.sent.load(Ordering::Relaxed),
+            done: c.done.load(Ordering::Relaxed),
+            errors: c.errors.load(Ordering::Relaxed) + c.timeouts.load(Ordering::Relaxed),
+            cancelled: c.cancelled.load(Ordering::Relaxed),
+            lag_ms: c.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        });
         match &shared.bar {
             Some(bar) => {
-                let total = c.total.load(Ordering::Relaxed);
-                if total > 0 {
+                if let Some(length) = view.length {
                     if !with_length {
                         with_length = true;
                         bar.set_style(bar_style(BAR));
                     }
-                    bar.set_length(total);
+                    bar.set_length(length);
                 }
-                bar.set_position(finished);
-                bar.set_message(status);
+                bar.set_position(view.position);
+                bar.set_message(view.message);
             }
             None if last.elapsed() >= every => {
                 last = Instant::now();
                 let secs = start.elapsed().as_secs_f64();
-                eprintln!("{}: {secs:.0}s: {status}", cli::tool());
+                eprintln!("{}: {secs:.0}s: {}", cli::tool(), view.message);
             }
             None => {}
         }
     }
     if let Some(bar) = &shared.bar {
         bar.finish_and_clear();
+    }
+}
+
+/// What the progress thread knows at one instant.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Snapshot {
+    /// Since the clock started, ms.
+    pub elapsed_ms: f64,
+    /// When sending stopped (Ctrl-C, an early stop), if it did.
+    pub stopped_ms: Option<f64>,
+    /// When the last timed request is due, once the reader has seen the
+    /// end of the input (open loop only).
+    pub schedule_ms: Option<f64>,
+    /// --duration.
+    pub duration_ms: Option<f64>,
+    /// Requests to send, once known (0 until then).
+    pub total: u64,
+    pub sent: u64,
+    pub done: u64,
+    /// Errors and timeouts.
+    pub errors: u64,
+    pub cancelled: u64,
+    pub lag_ms: f64,
+}
+
+/// What the bar shows: its length and position (no length: a spinner),
+/// and the message beside it.
+#[derive(Debug, PartialEq)]
+pub(super) struct BarView {
+    pub length: Option<u64>,
+    pub position: u64,
+    pub message: String,
+}
+
+/// The bar at one instant. An open-loop run, or one with --duration, is
+/// measured in the schedule's time, ms: elapsed out of the time the last
+/// request is due (answers come after) or --duration, frozen where sending
+/// stopped, so that a run stopped early never looks nearly done. A
+/// closed-loop run without --duration is measured in requests answered,
+/// the cancelled left out. The ETA is the schedule's time left (the rate
+/// so far, for requests), in whole seconds.
+pub(super) fn bar_view(s: &Snapshot) -> BarView {
+    let in_flight = s.sent.saturating_sub(s.done);
+    let mut message = format!(
+        "sent {}, in flight {in_flight}, done {}, errors {}",
+        s.sent, s.done, s.errors
+    );
+    if s.cancelled > 0 {
+        message.push_str(&format!(", cancelled {}", s.cancelled));
+    }
+    message.push_str(&format!(", lag {:.2}ms", s.lag_ms));
+    let at = s.stopped_ms.unwrap_or(s.elapsed_ms).max(0.0);
+    let end = match (s.schedule_ms, s.duration_ms) {
+        (Some(span), Some(d)) => Some(span.min(d)),
+        (span, d) => span.or(d),
+    };
+    let (length, position, left_ms) = match end {
+        Some(end) => {
+            let end = end.max(0.0);
+            (
+                Some(end.round() as u64),
+                at.min(end).round() as u64,
+                end - at,
+            )
+        }
+        None if s.total > 0 => {
+            let answered = s.done.saturating_sub(s.cancelled);
+            // The rate so far, carried to the rest.
+            let left = if answered > 0 && s.total > answered {
+                at * (s.total - answered) as f64 / answered as f64
+            } else {
+                0.0
+            };
+            (Some(s.total), answered.min(s.total), left)
+        }
+        None => (None, 0, f64::NAN),
+    };
+    // First, so that a narrow terminal cuts the counts rather than it.
+    if s.stopped_ms.is_some() {
+        message.insert_str(0, "stopped; ");
+    } else if left_ms > 0.0 {
+        let whole_s = (left_ms / 1000.0).ceil() * 1000.0;
+        message.insert_str(0, &format!("ETA {}; ", crate::duration::human(whole_s)));
+    } else if length.is_some() && in_flight > 0 {
+        message.insert_str(0, "waiting for answers; ");
+    }
+    BarView {
+        length,
+        position,
+        message,
     }
 }
 
@@ -221,6 +324,123 @@ mod tests {
                  trace over several processes with --shard"
             )
         );
+    }
+
+    fn view(s: Snapshot) -> (Option<u64>, u64, String) {
+        let v = bar_view(&s);
+        (v.length, v.position, v.message)
+    }
+
+    #[test]
+    fn the_bar_measures_the_schedules_time() {
+        let open = Snapshot {
+            elapsed_ms: 15_000.0,
+            schedule_ms: Some(60_000.0),
+            sent: 10,
+            done: 8,
+            errors: 1,
+            lag_ms: 0.25,
+            total: 40,
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            view(open),
+            (
+                Some(60_000),
+                15_000,
+                "ETA 45s; sent 10, in flight 2, done 8, errors 1, lag 0.25ms".into()
+            )
+        );
+        // Ctrl-C at 6 s: the bar stays at 10% while the rest is cancelled.
+        let stopped = Snapshot {
+            elapsed_ms: 9_000.0,
+            stopped_ms: Some(6_000.0),
+            sent: 12,
+            done: 100,
+            cancelled: 90,
+            ..open
+        };
+        assert_eq!(
+            view(stopped),
+            (
+                Some(60_000),
+                6_000,
+                "stopped; sent 12, in flight 0, done 100, errors 1, cancelled 90, lag 0.25ms"
+                    .into()
+            )
+        );
+        // Every request due, answers still coming.
+        let tail = Snapshot {
+            elapsed_ms: 61_500.0,
+            sent: 40,
+            done: 37,
+            ..open
+        };
+        assert_eq!(
+            view(tail),
+            (
+                Some(60_000),
+                60_000,
+                "waiting for answers; sent 40, in flight 3, done 37, errors 1, lag 0.25ms".into()
+            )
+        );
+        // --duration: its length, or the span when shorter; 89.4995 s left
+        // is an ETA of 90 s.
+        let timed = Snapshot {
+            elapsed_ms: 30_500.5,
+            schedule_ms: None,
+            duration_ms: Some(120_000.0),
+            ..open
+        };
+        assert_eq!(view(timed).0, Some(120_000));
+        assert_eq!(view(timed).1, 30_501);
+        assert!(view(timed).2.starts_with("ETA 1m30s; sent 10,"));
+        let longer = Snapshot {
+            schedule_ms: Some(300_000.0),
+            ..timed
+        };
+        assert_eq!(view(longer).0, Some(120_000));
+        // The end not known yet: a spinner.
+        let unknown = Snapshot {
+            schedule_ms: None,
+            total: 0,
+            ..open
+        };
+        assert_eq!(
+            view(unknown),
+            (
+                None,
+                0,
+                "sent 10, in flight 2, done 8, errors 1, lag 0.25ms".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_closed_loop_bar_counts_answers_not_cancellations() {
+        let closed = Snapshot {
+            elapsed_ms: 5_000.0,
+            total: 40,
+            sent: 12,
+            done: 10,
+            ..Snapshot::default()
+        };
+        // 10 answers in 5 s: 30 more take 15 s.
+        assert_eq!(
+            view(closed),
+            (
+                Some(40),
+                10,
+                "ETA 15s; sent 12, in flight 2, done 10, errors 0, lag 0.00ms".into()
+            )
+        );
+        let stopped = Snapshot {
+            stopped_ms: Some(5_000.0),
+            done: 40,
+            cancelled: 30,
+            ..closed
+        };
+        assert_eq!(view(stopped).1, 10);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Tokenizers: the BPE encodings that ship inside `tiktoken-rs` (no
-//! download), or any Hugging Face `tokenizer.json`.
+//! download), or any Hugging Face `tokenizer.json`, by path or by model
+//! name from the local Hugging Face cache.
 //!
 //! Token counts are what tracekit promises to get exactly right (a prompt
 //! of `input_length` tokens, content hashes over 512-token blocks), so every
@@ -7,6 +8,7 @@
 //! never added and never recognised in text: `<|endoftext|>` in a prompt is
 //! ordinary text, as a server sees it in a completions prompt.
 
+mod hub;
 mod o200k;
 
 use std::path::Path;
@@ -50,7 +52,9 @@ impl std::fmt::Debug for Tokenizer {
 
 impl Tokenizer {
     /// Load a built-in encoding by name (`o200k_base`, `cl100k_base`,
-    /// `r50k_base`, alias `gpt2`), or a `tokenizer.json` file by path.
+    /// `r50k_base`, alias `gpt2`), a `tokenizer.json` file by path, or the
+    /// `tokenizer.json` of a model (`ORG/NAME`) in the local Hugging Face
+    /// cache.
     pub fn load(spec: &str) -> Result<Tokenizer> {
         let builtin = match spec {
             "o200k_base" => Some((tiktoken_rs::o200k_base(), Encoding::O200k)),
@@ -65,7 +69,33 @@ impl Tokenizer {
                 kind: Kind::Bpe(bpe, encoding),
             });
         }
-        let path = Path::new(spec);
+        let mut path = Path::new(spec).to_path_buf();
+        if !path.exists() && hub::is_model_name(spec) {
+            let cache = hub::cache_dir();
+            match cache.as_deref().and_then(|c| hub::find(c, spec)) {
+                Some(found) => path = found,
+                None => {
+                    let looked = match &cache {
+                        Some(c) => format!(
+                            "{}/snapshots/*/tokenizer.json",
+                            hub::model_dir(c, spec).display()
+                        ),
+                        None => "no cache directory: HF_HUB_CACHE, HF_HOME and HOME are unset"
+                            .to_string(),
+                    };
+                    return Err(Error::msg(format!(
+                        "tokenizer `{spec}` is neither a built-in ({}), nor an existing file, nor a model \
+                         in the local Hugging Face cache (looked for {looked}; the cache is \
+                         HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else \
+                         ~/.cache/huggingface/hub); nothing is \
+                         downloaded: fetch it first (huggingface-cli download {spec} tokenizer.json) \
+                         or give the file's path",
+                        BUILTIN.join(", ")
+                    )));
+                }
+            }
+        }
+        let path = path.as_path();
         if !path.exists() {
             return Err(Error::msg(format!(
                 "tokenizer `{spec}` is neither a built-in ({}) nor an existing tokenizer.json file",

@@ -1525,3 +1525,51 @@ fn ctrl_c_mid_graph_cancels_every_call_still_waiting_for_a_dependency() {
     // Each keeps the record's `after`.
     assert_eq!(r[&1]["after"], json!(["c0"]));
 }
+
+/// `n` text records at the given timestamps.
+fn trace_at(timestamps: impl Iterator<Item = u64>) -> String {
+    let recs: Vec<Value> = timestamps
+        .enumerate()
+        .map(|(i, t)| json!({"timestamp": t, "text_input": format!("r{i}"), "output_length": 1}))
+        .collect();
+    trace(&recs)
+}
+
+#[test]
+fn timestamps_that_look_like_seconds_are_warned_of_before_the_run() {
+    const SECONDS: &str = "trace-replay: warning: timestamps look like seconds, not milliseconds: \
+        all 20 records fall within 38 ms, a mean of 500 requests/s that no second of the trace \
+        reaches; as seconds the trace spans 38 s; to convert, use trace-rescale --speed 0.001\n";
+    // 20 records 2 "ms" apart: 19 gaps in 38 ms is 500/s, more than the 20
+    // records any second could hold. The whole trace is weighed.
+    let input = trace_at((0..20).map(|i| i * 2));
+    let run = replay(&["--sim"], &input);
+    run.code(0);
+    assert_eq!(run.lines().len(), 20);
+    assert!(
+        run.stderr.starts_with(SECONDS),
+        "the warning comes before the run's own lines:\n{}",
+        run.stderr
+    );
+    let run = replay(&["--dry-run"], &input);
+    run.code(0);
+    assert_eq!(run.stderr, SECONDS);
+    // Closed loop ignores timestamps: no warning.
+    let run = replay(&["--dry-run", "--concurrency", "2"], &input);
+    run.code(0);
+    assert_eq!(run.stderr, "");
+    // A longer trace is judged from the read-ahead: records 0 to 1023 at
+    // ten to a "ms", 1023 gaps in 102 ms.
+    let run = replay(&["--dry-run"], &trace_at((0..2000).map(|i| i / 10)));
+    run.code(0);
+    assert_eq!(
+        run.stderr,
+        "trace-replay: warning: timestamps look like seconds, not milliseconds: the trace would \
+         replay at 10029 requests/s on average; to convert, use trace-rescale --speed 0.001 \
+         (judged from the first 1024 records)\n"
+    );
+    // Milliseconds: nothing to say.
+    let run = replay(&["--dry-run"], &trace_at((0..20).map(|i| i * 200)));
+    run.code(0);
+    assert_eq!(run.stderr, "");
+}

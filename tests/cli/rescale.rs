@@ -189,3 +189,104 @@ fn fixed_prompts_pass_through_with_one_warning() {
         "trace-rescale: warning: 2 records with a fixed prompt (`text_input`, `messages`, `payload` or `prompt_token_ids`) passed through with their lengths unchanged\n"
     );
 }
+
+#[test]
+fn changed_lengths_drop_the_observed_figures_they_made_stale() {
+    let input = concat!(
+        // Both lengths change: every length-bound figure goes, status stays.
+        r#"{"timestamp":0,"input_length":600,"output_length":10,"hash_ids":[1,2],"observed":{"prompt_tokens":600,"completion_tokens":10,"ttft_ms":12.5,"e2e_ms":300,"status":"ok","x":1}}"#,
+        "\n",
+        // Only the output changes (10 → 20 is over --max-output 15 → 15):
+        // the prompt's figures and the TTFT still describe the record.
+        r#"{"timestamp":1000,"input_length":0,"output_length":10,"hash_ids":[],"observed":{"prompt_tokens":0,"completion_tokens":10,"ttft_ms":7,"e2e_ms":90}}"#,
+        "\n",
+        // Nothing left: `observed` goes. New block ids start above the
+        // largest (3), at 4 + last id × 1 (the most blocks added to one prompt).
+        r#"{"timestamp":2000,"input_length":512,"output_length":4,"hash_ids":[3],"observed":{"prompt_tokens":512,"completion_tokens":4}}"#,
+        "\n",
+        // Neither length changes: `observed` is kept, text and all.
+        r#"{"timestamp":3000,"input_length":0,"output_length":15,"observed":{"prompt_tokens":0, "e2e_ms":1.50}}"#,
+        "\n",
+    );
+    let got = rescale(
+        &[
+            "--speed",
+            "2",
+            "--input-scale",
+            "2",
+            "--output-scale",
+            "2",
+            "--max-output",
+            "15",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(
+        got,
+        vec![
+            r#"{"timestamp":0,"input_length":1200,"output_length":15,"hash_ids":[1,2,6],"observed":{"status":"ok","x":1}}"#,
+            r#"{"timestamp":500,"input_length":0,"output_length":15,"hash_ids":[],"observed":{"prompt_tokens":0,"ttft_ms":7}}"#,
+            r#"{"timestamp":1000,"input_length":1024,"output_length":8,"hash_ids":[3,7]}"#,
+            r#"{"timestamp":1500,"input_length":0,"output_length":15,"observed":{"prompt_tokens":0, "e2e_ms":1.50}}"#,
+        ]
+    );
+}
+
+#[test]
+fn time_alone_leaves_the_observed_latencies() {
+    let line = r#"{"timestamp":100,"input_length":5,"output_length":2,"observed":{"ttft_ms":40,"e2e_ms":90}}"#;
+    let got = rescale(&["--speed", "4"], format!("{line}\n{line}\n").as_bytes());
+    assert_eq!(got[1], line);
+}
+
+#[test]
+fn loop_tiles_copies_with_unique_ids_and_kept_blocks() {
+    let input = concat!(
+        r#"{"timestamp":100,"id":"a","input_length":5,"output_length":2,"hash_ids":[1]}"#,
+        "\n",
+        r#"{"timestamp":200,"id":"b","session_id":"s","input_length":5,"output_length":2,"hash_ids":[1]}"#,
+        "\n",
+        r#"{"session_id":"s","delay":50,"input_length":5,"output_length":1}"#,
+        "\n",
+        r#"{"after":["b"],"input_length":1,"output_length":1}"#,
+        "\n",
+        r#"{"timestamp":400,"id":"c","input_length":1,"output_length":1}"#,
+        "\n",
+    );
+    // Span 300 ms over 5 records: a mean gap of 75 ms, copies 375 ms
+    // apart, at 0, 375 and 750 ms (1125 is past 800). In the third copy
+    // `b` (850 ms after the first record) is past 800: its later turn and
+    // the record after it go with it, and so does `c`.
+    let got = rescale(&["--loop", "800ms"], input.as_bytes());
+    let mut want: Vec<&str> = input.lines().collect();
+    want.extend([
+        r#"{"timestamp":475,"id":"a#2","input_length":5,"output_length":2,"hash_ids":[1]}"#,
+        r#"{"timestamp":575,"id":"b#2","session_id":"s#2","input_length":5,"output_length":2,"hash_ids":[1]}"#,
+        r#"{"session_id":"s#2","delay":50,"input_length":5,"output_length":1}"#,
+        r#"{"after":["b#2"],"input_length":1,"output_length":1}"#,
+        r#"{"timestamp":775,"id":"c#2","input_length":1,"output_length":1}"#,
+        r#"{"timestamp":850,"id":"a#3","input_length":5,"output_length":2,"hash_ids":[1]}"#,
+    ]);
+    assert_eq!(got, want);
+    // After the time options: at twice the speed the span is 150 ms, the
+    // period 187.5 ms.
+    let got = rescale(&["--speed", "2", "--loop", "200ms"], input.as_bytes());
+    assert_eq!(got.len(), 6);
+    assert_eq!(
+        got[5],
+        r#"{"timestamp":287.5,"id":"a#2","input_length":5,"output_length":2,"hash_ids":[1]}"#
+    );
+}
+
+#[test]
+fn loop_needs_a_span() {
+    let run = Cmd::new("trace-rescale")
+        .args(["--loop", "1m"])
+        .stdin("{\"timestamp\":5,\"input_length\":1,\"output_length\":1}\n")
+        .run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        "trace-rescale: error: --loop needs records at different times; this trace spans 0 ms\n"
+    );
+}

@@ -1,6 +1,6 @@
 use serde_json::Value;
 
-use crate::util::{Cmd, data, hash_ids as ids};
+use crate::util::{Cmd, TestDir, data, hash_ids as ids};
 use tracekit::tokenizer::Tokenizer;
 
 /// The first `n` records of the Mooncake conversation trace.
@@ -210,6 +210,96 @@ fn a_tokenizer_that_merges_words_is_refused_with_the_reason() {
             "trace-synth: error: tokenizer {path} (WordLevel model) does not keep space-led words \
              apart: 2048 of its single-token words written together give 1537 tokens, not 2048 \
              (first at word 0, \"bili ceni\"); prompts of exact length cannot be built from it\n"
+        )
+    );
+}
+
+#[test]
+fn the_prompt_length_replaces_a_stale_observed_prompt_tokens() {
+    // As after `trace-rescale --input-scale` on a trace made before it
+    // dropped stale figures: production's 600 no longer describes the prompt.
+    let out = synth(
+        &[],
+        "{\"input_length\":7,\"output_length\":3,\"observed\":{\"ttft_ms\":9,\"prompt_tokens\":600,\"status\":\"ok\"}}\n",
+    );
+    assert_eq!(
+        out[0]["observed"],
+        serde_json::json!({"ttft_ms": 9, "prompt_tokens": 7, "status": "ok"})
+    );
+    assert_eq!(
+        serde_json::to_string(&out[0]["observed"]).unwrap(),
+        r#"{"ttft_ms":9,"prompt_tokens":7,"status":"ok"}"#
+    );
+}
+
+#[test]
+fn rescaled_then_synthesized_prompts_are_asked_for_at_their_new_length() {
+    let rescaled = Cmd::new("trace-rescale")
+        .args(["--input-scale", "20"])
+        .stdin("{\"input_length\":3,\"output_length\":2,\"observed\":{\"prompt_tokens\":3}}\n")
+        .run();
+    rescaled.ok();
+    let out = synth(&[], &rescaled.stdout_str());
+    assert_eq!(out[0]["observed"]["prompt_tokens"], 60);
+    let tok = Tokenizer::load("o200k_base").unwrap();
+    assert_eq!(
+        tok.encode(out[0]["text_input"].as_str().unwrap())
+            .unwrap()
+            .len(),
+        60
+    );
+}
+
+#[test]
+fn a_model_name_is_found_in_the_local_hugging_face_cache() {
+    let dir = TestDir::new("synth-hf-cache");
+    let model = dir.join("hub/models--acme--tiny");
+    for snapshot in ["abc123", "def456"] {
+        std::fs::create_dir_all(model.join("snapshots").join(snapshot)).unwrap();
+    }
+    // refs/main names the snapshot to use; the other has a file that is
+    // not a tokenizer, which would fail the run if it were read.
+    std::fs::copy(
+        data("wordlevel-tokenizer.json"),
+        model.join("snapshots/abc123/tokenizer.json"),
+    )
+    .unwrap();
+    std::fs::write(model.join("snapshots/def456/tokenizer.json"), "{}").unwrap();
+    std::fs::create_dir_all(model.join("refs")).unwrap();
+    std::fs::write(model.join("refs/main"), "abc123\n").unwrap();
+    let input = "{\"input_length\":9,\"output_length\":2,\"hash_ids\":[4]}\n";
+    let by_name = Cmd::new("trace-synth")
+        .args(["--token-ids", "--tokenizer", "acme/tiny"])
+        .env("HF_HOME", dir.path.to_str().unwrap())
+        .env("HF_HUB_CACHE", "")
+        .stdin(input)
+        .run();
+    by_name.ok();
+    let file = data("wordlevel-tokenizer.json");
+    let by_path = synth(
+        &["--token-ids", "--tokenizer", file.to_str().unwrap()],
+        input,
+    );
+    assert_eq!(by_name.json_lines(), by_path);
+    assert_eq!(by_path[0]["prompt_token_ids"].as_array().unwrap().len(), 9);
+
+    let missing = Cmd::new("trace-synth")
+        .args(["--tokenizer", "acme/other"])
+        .env("HF_HOME", dir.path.to_str().unwrap())
+        .env("HF_HUB_CACHE", "")
+        .stdin(input)
+        .run();
+    missing.code(2);
+    assert_eq!(
+        missing.stderr,
+        format!(
+            "trace-synth: error: tokenizer `acme/other` is neither a built-in (o200k_base, \
+             cl100k_base, r50k_base), nor an existing file, nor a model in the local Hugging \
+             Face cache (looked for {}/hub/models--acme--other/snapshots/*/tokenizer.json; the \
+             cache is HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else \
+             ~/.cache/huggingface/hub); nothing is downloaded: fetch it first (huggingface-cli \
+             download acme/other tokenizer.json) or give the file's path\n",
+            dir.path.display()
         )
     );
 }
