@@ -1,5 +1,6 @@
 //! trace-summarize: result streams in, the metrics serving teams quote out.
 
+pub mod compare;
 pub mod plot;
 pub mod requests;
 
@@ -13,7 +14,7 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::json;
-use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
+use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo};
 use crate::record::{self, Kind, Record};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
@@ -43,6 +44,9 @@ Examples:
   The shards of a replay from four machines, as one run:
     trace-summarize shard-*.ndjson
 
+  Two setups side by side, three runs each (mean ± standard deviation):
+    trace-summarize --compare a1.ndjson,a2.ndjson,a3.ndjson b1.ndjson,b2.ndjson,b3.ndjson
+
   One row per request, for a spreadsheet:
     trace-summarize --requests csv run.ndjson > requests.csv";
 
@@ -51,7 +55,7 @@ Examples:
 /// cache hit rate, goodput.
 ///
 /// Several inputs are read as one run (the shards of a multi-machine replay
-/// merge this way). Warmup results are left out. Memory does not grow with
+/// merge this way); --compare sets runs side by side instead. Warmup results are left out. Memory does not grow with
 /// the number of results: percentiles are exact (nearest rank) up to
 /// 100,000 values per metric and within 0.1 % beyond (HDR histogram, 3
 /// significant digits); mean, std, min and max are always exact. --by and
@@ -114,10 +118,11 @@ pub struct Args {
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
 
-    /// Add a time series: one row per window of this width (requests
-    /// started, completed, errors, output tokens/s, TTFT and E2E p50 and
-    /// p99 of the requests that ended in the window). With --format csv the
-    /// series is printed instead of the summary row.
+    /// Add a time series: one row per window of this width, empty ones
+    /// included (requests started, completed, errors, output tokens/s
+    /// counted when their chunks arrived, TTFT and E2E p50 and p99 of the
+    /// requests that ended in the window). With --format csv the series is
+    /// printed instead of the summary row.
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
@@ -145,6 +150,14 @@ pub struct Args {
     /// summary still reads them as one run). Keeps 16 bytes per result.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+
+    /// Compare setups instead of reading the inputs as one run: each FILE
+    /// is a setup with its own column (or one per --by group), beside the
+    /// difference to the first; files joined by commas
+    /// (a1.ndjson,a2.ndjson,a3.ndjson) are repeated runs of one setup,
+    /// shown as mean ± standard deviation (min … max) over the runs.
+    #[arg(long, conflicts_with_all = ["requests", "window", "fail_if"])]
+    pub compare: bool,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -336,43 +349,25 @@ pub fn run(args: &Args) -> Result<Outcome> {
         slo: &slo,
         window_ms: args.window,
     };
-    let mut skipper = Skipper::new(&args.skip_invalid);
-    let mut overall = Aggregate::default();
-    let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
-    let mut itl = Vec::new();
-    let mut lines = Lines::new(&inputs);
-    let mut runs: Vec<plot::Series> = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        let view = match ResultView::read(line, &mut itl) {
-            Ok(v) => v,
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
-        };
-        if args.plot.is_some() {
-            if runs.last().is_none_or(|r| *r.source != *loc.source) {
-                runs.push(plot::Series::new(&loc.source));
-            }
-            if let Some(run) = runs.last_mut() {
-                run.add(&view, conventions[0].ttft(&view));
-            }
-        }
-        let agg = match &args.by {
-            None => &mut overall,
-            Some(field) => groups.entry(group_key(line, field)).or_default(),
-        };
-        agg.add(&view, &itl, &fold);
-        // Only lines that name a session are looked at again.
-        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
-            if let Some((session, turn)) = session_of(line) {
-                agg.sessions.add(&session, turn, &view);
-            }
-        }
+    if args.compare {
+        return compare::run(args, &fold, &report_opts);
     }
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let mut runs: Vec<plot::Series> = Vec::new();
+    let plot_runs = args.plot.is_some().then_some(&mut runs);
+    let (mut overall, groups) = fold_inputs(args, &inputs, &fold, &mut skipper, plot_runs)?;
     skipper.finish();
     for g in groups.values() {
         overall.merge(g);
+    }
+    if let Some(w) = args.window {
+        let n = overall.window_count();
+        if n > MAX_WINDOWS {
+            return Err(Error::usage(format!(
+                "--window {}ms: the run spans {n} windows of that width, more than the {MAX_WINDOWS} a time series may have; give a wider window",
+                crate::text::format_ms(w)
+            )));
+        }
     }
 
     let overall_json = report::to_json(&overall, &report_opts);
@@ -420,6 +415,51 @@ pub fn run(args: &Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// Fold the results of `inputs` into the whole run (without `--by`) or its
+/// groups (with it; the whole run is then left empty for the caller to merge
+/// them into), and into one plot series per input when `plot_runs` is given.
+fn fold_inputs(
+    args: &Args,
+    inputs: &[io::InputSpec],
+    fold: &FoldOptions,
+    skipper: &mut Skipper,
+    mut plot_runs: Option<&mut Vec<plot::Series>>,
+) -> Result<(Aggregate, BTreeMap<String, Aggregate>)> {
+    let mut overall = Aggregate::default();
+    let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
+    let mut itl = Vec::new();
+    let mut lines = Lines::new(inputs);
+    while let Some((loc, line)) = lines.next_line()? {
+        let view = match ResultView::read(line, &mut itl) {
+            Ok(v) => v,
+            Err(e) => {
+                skipper.skip(e.at(&loc))?;
+                continue;
+            }
+        };
+        if let Some(runs) = plot_runs.as_deref_mut() {
+            if runs.last().is_none_or(|r| *r.source != *loc.source) {
+                runs.push(plot::Series::new(&loc.source));
+            }
+            if let Some(run) = runs.last_mut() {
+                run.add(&view, &itl, fold.conventions[0].ttft(&view));
+            }
+        }
+        let agg = match &args.by {
+            None => &mut overall,
+            Some(field) => groups.entry(group_key(line, field)).or_default(),
+        };
+        agg.add(&view, &itl, fold);
+        // Only lines that name a session are looked at again.
+        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
+            if let Some((session, turn)) = session_of(line) {
+                agg.sessions.add(&session, turn, &view);
+            }
+        }
+    }
+    Ok((overall, groups))
 }
 
 /// Why a run's figures measure nothing, when they do not: no result, or

@@ -5,11 +5,13 @@
 //! Large runs are thinned for drawing per pixel column, keeping each
 //! column's minimum and maximum, so spikes are never dropped.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::metrics::token_arrivals;
 use crate::result::{ResultView, Status};
 
 /// Width of the picture, pixels; also the number of columns points are
@@ -24,7 +26,6 @@ struct Point {
     end_s: f32,
     ttft_ms: f32,
     e2e_ms: f32,
-    tokens: u32,
 }
 
 /// The requests of one run.
@@ -35,6 +36,9 @@ pub struct Series {
     pub source: String,
     points: Vec<Point>,
     errors: Vec<(f32, f32)>,
+    /// Output tokens per second of the run (from time 0), as the summary's
+    /// peak counts them; sparse.
+    tokens_per_second: BTreeMap<u64, f64>,
 }
 
 impl Series {
@@ -48,8 +52,9 @@ impl Series {
         }
     }
 
-    /// Add one result (warmup results are left out, as in the summary).
-    pub fn add(&mut self, r: &ResultView, ttft_ms: Option<f64>) {
+    /// Add one result (warmup results are left out, as in the summary);
+    /// `itl` holds its gaps.
+    pub fn add(&mut self, r: &ResultView, itl: &[f64], ttft_ms: Option<f64>) {
         if r.warmup {
             return;
         }
@@ -66,9 +71,39 @@ impl Series {
             end_s: ((r.sent_ms + e2e) / 1000.0) as f32,
             ttft_ms: ttft_ms.map_or(f32::NAN, |t| t as f32),
             e2e_ms: r.e2e_ms.map_or(f32::NAN, |t| t as f32),
-            tokens: r.completion_tokens.unwrap_or(0) as u32,
+        });
+        let seconds = &mut self.tokens_per_second;
+        token_arrivals(r, itl, |t, n| {
+            *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
         });
     }
+}
+
+/// The time axis's buckets for a run drawn to `t_end` seconds: a whole
+/// number of seconds wide (so that they are sums of the summary's 1-second
+/// buckets), at most one per pixel column. Returns (width, count).
+pub fn time_buckets(t_end: f64) -> (u64, usize) {
+    let width = ((t_end / WIDTH as f64).ceil() as u64).max(1);
+    let count = ((t_end / width as f64).ceil() as usize).max(1);
+    (width, count)
+}
+
+/// Output tokens/s of `run` per bucket of [`time_buckets`]`(t_end)`, as
+/// (bucket start, s; tokens/s): each answer's tokens where its chunks
+/// arrived, as the summary's peak and `--window` count them. Tokens after
+/// `t_end` (a clipped axis) are left out.
+pub fn tokens_series(run: &Series, t_end: f64) -> Vec<(f64, f64)> {
+    let (width, count) = time_buckets(t_end);
+    let mut sums = vec![0f64; count];
+    for (&second, &n) in &run.tokens_per_second {
+        if let Some(slot) = sums.get_mut((second / width) as usize) {
+            *slot += n;
+        }
+    }
+    sums.iter()
+        .enumerate()
+        .map(|(b, &n)| ((b as u64 * width) as f64, n / width as f64))
+        .collect()
 }
 
 /// Thin (x, y) points to at most two per column of `columns` over
@@ -277,14 +312,13 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
     }
 
     // 2 and 3. Requests in flight and output tokens/s, per bucket of time.
-    let buckets = ((t_end.ceil() as usize).max(1)).min(WIDTH as usize);
-    let width_s = t_end / buckets as f64;
+    let (width, buckets) = time_buckets(t_end);
+    let width_s = width as f64;
     let mut flight: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut tokens: Vec<Vec<(f64, f64)>> = Vec::new();
     for run in runs {
         // Time-weighted: each request adds the part of each bucket it spans.
         let mut busy = vec![0f64; buckets];
-        let mut out = vec![0u64; buckets];
         let bucket = |t: f64| ((t / width_s) as usize).min(buckets - 1);
         for p in &run.points {
             let (a, b) = (p.sent_s as f64, p.end_s as f64);
@@ -298,7 +332,6 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 let hi = b.min((k + 1) as f64 * width_s);
                 *slot += (hi - lo).max(0.0);
             }
-            out[bucket(b)] += u64::from(p.tokens);
         }
         flight.push(
             busy.iter()
@@ -306,12 +339,7 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 .map(|(k, t)| (k as f64 * width_s, t / width_s))
                 .collect(),
         );
-        tokens.push(
-            out.iter()
-                .enumerate()
-                .map(|(b, &n)| (b as f64 * width_s, n as f64 / width_s))
-                .collect(),
-        );
+        tokens.push(tokens_series(run, t_end));
     }
     for (panel, (title, data)) in panels[1..3].iter().zip([
         (
@@ -417,6 +445,40 @@ mod tests {
         assert!(thin.len() <= 200);
         assert!(thin.contains(&(54_321.0, 1e6)));
         assert!(thin.contains(&(777.0, -5.0)));
+    }
+
+    /// The answers of `tests/data/results/streamed.ndjson` (worked out in
+    /// tests/cli/summarize.rs): tokens by second 0, 4, 4, 6, 2, 0, 0, as
+    /// the summary's windows count them.
+    #[test]
+    fn tokens_per_second_follow_the_chunks() {
+        let mut run = Series::new("run");
+        let mut itl = Vec::new();
+        for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
+            let view = ResultView::read(line, &mut itl).unwrap();
+            run.add(&view, &itl, view.ttft_ms);
+        }
+        // The error is sent at 6.2 s: the axis ends there.
+        let t_end = 6.2;
+        assert_eq!(time_buckets(t_end), (1, 7));
+        assert_eq!(
+            tokens_series(&run, t_end),
+            vec![
+                (0.0, 0.0),
+                (1.0, 4.0),
+                (2.0, 4.0),
+                (3.0, 6.0),
+                (4.0, 2.0),
+                (5.0, 0.0),
+                (6.0, 0.0)
+            ]
+        );
+        // A long run: 3-second buckets, their mean.
+        assert_eq!(time_buckets(3000.5), (3, 1001));
+        assert_eq!(
+            tokens_series(&run, 3000.5)[..2],
+            [(0.0, 8.0 / 3.0), (3.0, 8.0 / 3.0)]
+        );
     }
 
     #[test]
