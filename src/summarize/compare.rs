@@ -151,7 +151,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
     }
     skipper.finish();
     if let Some(path) = &args.plot {
-        plot::write(path, &plot_runs)?;
+        plot::write(path, &plot_runs, &super::plot_options(args))?;
     }
 
     let paths = figure_paths(o);

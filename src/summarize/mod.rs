@@ -14,7 +14,7 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::json;
-use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo};
+use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
 use crate::record::{self, Kind, Record};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
@@ -151,6 +151,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 
+    /// With --plot, end the time axis at the P-th percentile of the ok
+    /// requests' completion times (e.g. 99), so that one straggler does
+    /// not squeeze the run into a corner.
+    #[arg(long, value_name = "P", requires = "plot", value_parser = parse_clip)]
+    pub plot_clip: Option<f64>,
+
     /// Compare setups instead of reading the inputs as one run: each FILE
     /// is a setup with its own column (or one per --by group), beside the
     /// difference to the first; files joined by commas
@@ -206,6 +212,13 @@ fn parse_conventions(text: &str) -> std::result::Result<Conventions, String> {
         }
     }
     Ok(Conventions(out))
+}
+
+fn parse_clip(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(format!("`{text}` is not a percentile in (0, 100]")),
+    }
 }
 
 fn parse_window(text: &str) -> std::result::Result<f64, String> {
@@ -376,7 +389,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
         .collect();
     if let Some(path) = &args.plot {
-        plot::write(path, &runs)?;
+        plot::write(path, &runs, &plot_options(args))?;
     }
     let mut out = Output::open(args.output.output.as_deref())?;
     let text = render(args, &overall_json, &group_json, &report_opts);
@@ -415,6 +428,27 @@ pub fn run(args: &Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// What `--plot` draws besides the runs: the clip and the latency SLOs
+/// (TTFT and E2E share the plot's latency axes; TPOT and ITL do not).
+fn plot_options(args: &Args) -> plot::PlotOptions {
+    let slo_lines = args
+        .slo
+        .iter()
+        .flat_map(|s| s.bounds.iter())
+        .filter(|(m, _)| matches!(m, SloMetric::Ttft | SloMetric::E2e))
+        .map(|(m, b)| {
+            (
+                format!("SLO {} {} ms", m.name(), crate::text::format_ms(*b)),
+                *b,
+            )
+        })
+        .collect();
+    plot::PlotOptions {
+        clip: args.plot_clip,
+        slo_lines,
+    }
 }
 
 /// Fold the results of `inputs` into the whole run (without `--by`) or its
@@ -552,7 +586,7 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{SloMetric, parse_slo};
+    use crate::metrics::parse_slo;
 
     #[test]
     fn thresholds_parse() {

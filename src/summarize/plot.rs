@@ -198,9 +198,44 @@ pub fn check_name(path: &Path) -> Result<()> {
     )))
 }
 
-pub fn write(path: &Path, runs: &[Series]) -> Result<()> {
+/// What the plot draws besides the runs.
+#[derive(Clone, Debug, Default)]
+pub struct PlotOptions {
+    /// Clip the time axis at this percentile of the completion times.
+    pub clip: Option<f64>,
+    /// Latency bounds drawn as horizontal lines: (label, ms).
+    pub slo_lines: Vec<(String, f64)>,
+}
+
+/// A number on an axis, without noise: 10000, 2.5, 0.125.
+pub fn axis_number(v: &f64) -> String {
+    crate::report::num(&serde_json::Value::from(*v), 3)
+}
+
+/// The label of x = 1/(1 − p) on a percentile axis: p90 at 10, p99 at
+/// 100, p99.9 at 1000.
+pub fn percentile_label(x: &f64) -> String {
+    format!("p{}", axis_number(&(100.0 * (1.0 - 1.0 / x))))
+}
+
+/// The `p`-th percentile (nearest rank) of the ok requests' completion
+/// times, s: where `--plot-clip` ends the time axis.
+pub fn clip_end(runs: &[Series], p: f64) -> Option<f64> {
+    let mut ends: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.points.iter().map(|p| p.end_s as f64))
+        .collect();
+    if ends.is_empty() {
+        return None;
+    }
+    ends.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0 * ends.len() as f64).ceil() as usize).clamp(1, ends.len());
+    Some(ends[rank - 1])
+}
+
+pub fn write(path: &Path, runs: &[Series], opts: &PlotOptions) -> Result<()> {
     let mut svg = String::new();
-    draw(&mut svg, runs)?;
+    draw(&mut svg, runs, opts)?;
     let name = path.display().to_string();
     let html = path
         .extension()
@@ -219,7 +254,7 @@ pub fn write(path: &Path, runs: &[Series]) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::io(name, e))
 }
 
-fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
+fn draw(svg: &mut String, runs: &[Series], opts: &PlotOptions) -> Result<()> {
     let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 4)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let panels = root.split_evenly((4, 1));
@@ -233,6 +268,11 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 .chain(r.errors.iter().map(|e| e.0 as f64))
         })
         .fold(1.0f64, f64::max);
+    // One straggler need not squeeze the run into a corner.
+    let clip = opts
+        .clip
+        .and_then(|p| clip_end(runs, p).map(|end| (p, end.clamp(1.0, t_end))));
+    let t_end = clip.map_or(t_end, |c| c.1);
     let (lat_lo, lat_hi) = runs
         .iter()
         .flat_map(|r| {
@@ -240,6 +280,7 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 .iter()
                 .flat_map(|p| [p.ttft_ms as f64, p.e2e_ms as f64])
         })
+        .chain(opts.slo_lines.iter().map(|l| l.1))
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
@@ -252,27 +293,40 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
 
     // 1. Every request's TTFT and E2E at its send time; errors on the floor.
     {
+        let caption = match clip {
+            None => "latency of each request (ms, log) by send time (s)".to_string(),
+            Some((p, end)) => format!(
+                "latency of each request (ms, log) by send time (s), clipped at the p{} completion time ({} s)",
+                axis_number(&p),
+                axis_number(&end)
+            ),
+        };
         let mut chart = ChartBuilder::on(&panels[0])
-            .caption(
-                "latency of each request (ms, log) by send time (s)",
-                ("sans-serif", 18),
-            )
+            .caption(caption, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&axis_number)
+            .y_label_formatter(&axis_number)
+            .draw()
+            .map_err(plot_error)?;
+        slo_lines(&mut chart, opts, 0.0, t_end)?;
         for (i, run) in runs.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             let ttft: Vec<(f64, f64)> = run
                 .points
                 .iter()
+                .filter(|p| p.sent_s as f64 <= t_end)
                 .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
                 .collect();
             let e2e: Vec<(f64, f64)> = run
                 .points
                 .iter()
+                .filter(|p| p.sent_s as f64 <= t_end)
                 .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
                 .collect();
             chart
@@ -295,8 +349,12 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
                 .legend(move |(x, y)| Cross::new((x + 10, y), 3, color));
             if !run.errors.is_empty() {
                 let floor = lat_lo * 1.2;
-                let errs: Vec<(f64, f64)> =
-                    run.errors.iter().map(|e| (e.0 as f64, floor)).collect();
+                let errs: Vec<(f64, f64)> = run
+                    .errors
+                    .iter()
+                    .filter(|e| e.0 as f64 <= t_end)
+                    .map(|e| (e.0 as f64, floor))
+                    .collect();
                 chart
                     .draw_series(
                         thin(&errs, 0.0, t_end, WIDTH as usize)
@@ -356,7 +414,12 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, 0.0..top)
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&axis_number)
+            .y_label_formatter(&axis_number)
+            .draw()
+            .map_err(plot_error)?;
         for (i, (run, series)) in runs.iter().zip(data.iter()).enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
@@ -386,7 +449,7 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
         .fold(10.0f64, f64::max);
     let mut chart = ChartBuilder::on(&panels[3])
         .caption(
-            "latency (ms, log) by percentile: 1/(1-p), so 10 = p90, 100 = p99",
+            "latency (ms, log) by percentile (x = 1/(1-p), log)",
             ("sans-serif", 18),
         )
         .margin(10)
@@ -394,7 +457,13 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
         .y_label_area_size(60)
         .build_cartesian_2d((1.0..x_max).log_scale(), (lat_lo..lat_hi).log_scale())
         .map_err(plot_error)?;
-    chart.configure_mesh().draw().map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&percentile_label)
+        .y_label_formatter(&axis_number)
+        .draw()
+        .map_err(plot_error)?;
+    slo_lines(&mut chart, opts, 1.0, x_max)?;
     for (i, (run, (ttft, e2e))) in runs.iter().zip(&curves).enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
@@ -414,6 +483,28 @@ fn draw(svg: &mut String, runs: &[Series]) -> Result<()> {
     legend(&mut chart)?;
     root.present().map_err(plot_error)?;
     drop(root);
+    Ok(())
+}
+
+/// The SLO bounds as horizontal lines across [x0, x1].
+fn slo_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    opts: &PlotOptions,
+    x0: f64,
+    x1: f64,
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (label, bound) in &opts.slo_lines {
+        let style = BLACK.mix(0.6).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new([(x0, *bound), (x1, *bound)], style))
+            .map_err(plot_error)?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
     Ok(())
 }
 
@@ -479,6 +570,32 @@ mod tests {
             tokens_series(&run, 3000.5)[..2],
             [(0.0, 8.0 / 3.0), (3.0, 8.0 / 3.0)]
         );
+    }
+
+    #[test]
+    fn axes_read_as_people_write() {
+        assert_eq!(axis_number(&10000.0), "10000");
+        assert_eq!(axis_number(&2.5), "2.5");
+        let labels: Vec<String> = [1.0, 2.0, 10.0, 100.0, 1000.0]
+            .iter()
+            .map(percentile_label)
+            .collect();
+        assert_eq!(labels, ["p0", "p50", "p90", "p99", "p99.9"]);
+    }
+
+    #[test]
+    fn clipping_at_a_percentile_of_completion() {
+        // Completions at 3.5 and 4.85 s (the error does not count).
+        let mut run = Series::new("run");
+        let mut itl = Vec::new();
+        for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
+            let view = ResultView::read(line, &mut itl).unwrap();
+            run.add(&view, &itl, view.ttft_ms);
+        }
+        let runs = [run];
+        assert_eq!(clip_end(&runs, 50.0), Some(3.5));
+        assert_eq!(clip_end(&runs, 99.0), Some(4.85f32 as f64));
+        assert_eq!(clip_end(&[], 99.0), None);
     }
 
     #[test]

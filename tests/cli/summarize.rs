@@ -657,8 +657,10 @@ fn plots_overlay_runs_and_keep_the_spike() {
             assert_eq!(count(&format!("{run} E2E")), 2, "{run}");
             assert_eq!(count(run), 2, "{run}: in flight and tokens/s");
         }
-        // The 50 s spike sets the latency axes: their top label is 10^4+ ms.
-        assert!(texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
+        // The 50 s spike sets the latency axes: their top label is 10^4+ ms
+        // (without a ".0").
+        assert!(texts.iter().any(|t| t.trim() == "10000"), "{texts:?}");
+        assert!(!texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
         assert!(svg.len() < 3_000_000, "{} bytes", svg.len());
     }
     // Standard input is one run, named "run".
@@ -670,6 +672,42 @@ fn plots_overlay_runs_and_keep_the_spike() {
         .ok();
     let svg = String::from_utf8(dir.read("stdin.svg")).unwrap();
     assert_eq!(svg.lines().filter(|l| l.trim() == "run TTFT").count(), 2);
+}
+
+#[test]
+fn plots_draw_slo_lines_percentile_labels_and_clip_the_time_axis() {
+    let dir = TestDir::new("summarize-plot-slo");
+    dir.write(
+        "run.ndjson",
+        std::fs::read(data("results/streamed.ndjson")).unwrap(),
+    );
+    dir.cmd("trace-summarize")
+        .args(["--plot", "p.svg", "--slo", "ttft=500ms,tpot=10ms,e2e=4s"])
+        .args(["--plot-clip", "50", "-o", "summary.txt", "run.ndjson"])
+        .run()
+        .ok();
+    let svg = String::from_utf8(dir.read("p.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.is_element())
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    let count = |s: &str| texts.iter().filter(|t| **t == s).count();
+    // TTFT and E2E bounds on both latency panels; TPOT has no axis there.
+    assert_eq!(count("SLO ttft 500 ms"), 2, "{texts:?}");
+    assert_eq!(count("SLO e2e 4000 ms"), 2, "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("tpot")), "{texts:?}");
+    assert!(count("p50") >= 1 && count("p90") >= 1, "{texts:?}");
+    // Completions at 3.5 and 4.85 s: the median is 3.5.
+    assert_eq!(
+        count(
+            "latency of each request (ms, log) by send time (s), clipped at the p50 completion time (3.5 s)"
+        ),
+        1,
+        "{texts:?}"
+    );
 }
 
 /// Two sessions, worked out by hand:
