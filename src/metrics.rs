@@ -360,6 +360,10 @@ pub fn parse_slo(text: &str) -> std::result::Result<Slo, String> {
     Ok(Slo { bounds })
 }
 
+/// The most windows a time series may have: each is a row of the report,
+/// built in memory.
+pub const MAX_WINDOWS: u64 = 100_000;
+
 /// Values a window keeps exactly before its percentiles become
 /// approximate (within 0.1 %).
 pub const WINDOW_EXACT_LIMIT: usize = 1_000;
@@ -373,8 +377,9 @@ pub struct Window {
     pub completed: u64,
     /// Requests that ended in the window without `ok`.
     pub errors: u64,
-    /// Output tokens of ok requests that ended in the window.
-    pub output_tokens: u64,
+    /// Output tokens of ok requests that arrived in the window (see
+    /// [`token_arrivals`]).
+    pub output_tokens: f64,
     /// TTFT of ok requests that ended in the window.
     pub ttft: Dist,
     /// E2E of ok requests that ended in the window.
@@ -387,7 +392,7 @@ impl Default for Window {
             started: 0,
             completed: 0,
             errors: 0,
-            output_tokens: 0,
+            output_tokens: 0.0,
             ttft: Dist::with_exact_limit(WINDOW_EXACT_LIMIT),
             e2e: Dist::with_exact_limit(WINDOW_EXACT_LIMIT),
         }
@@ -692,7 +697,6 @@ impl Aggregate {
             let ended = self.windows.entry((end / w).floor() as i64).or_default();
             ended.completed += 1;
             if ok {
-                ended.output_tokens += r.completion_tokens.unwrap_or(0);
                 if let Some(t) = opts.conventions[0].ttft(r) {
                     ended.ttft.record(t);
                 }
@@ -701,6 +705,15 @@ impl Aggregate {
                 }
             } else {
                 ended.errors += 1;
+            }
+            if ok {
+                let windows = &mut self.windows;
+                token_arrivals(r, itl, |t, n| {
+                    windows
+                        .entry((t / w).floor() as i64)
+                        .or_default()
+                        .output_tokens += n;
+                });
             }
         }
         if !ok {
@@ -742,30 +755,13 @@ impl Aggregate {
         self.check_slo(r, itl, opts);
     }
 
-    /// Put each answer's tokens in the seconds they arrived: evenly over its
-    /// content chunks (first at TTFT, then after each gap), or all at the end
-    /// when it was not streamed.
+    /// Put each answer's tokens in the seconds they arrived.
     fn spread_tokens(&mut self, r: &ResultView, itl: &[f64]) {
-        let Some(tokens) = r.completion_tokens.filter(|&t| t > 0) else {
-            return;
-        };
         let seconds = &mut self.tokens_per_second;
-        let mut add = |t: f64, n: f64| {
+        token_arrivals(r, itl, |t, n| {
             // `as` saturates: a time beyond u64 seconds lands in the last one.
             *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
-        };
-        match r.ttft_ms {
-            Some(ttft) => {
-                let per_chunk = tokens as f64 / (itl.len() + 1) as f64;
-                let mut t = r.sent_ms + ttft;
-                add(t, per_chunk);
-                for gap in itl {
-                    t += gap;
-                    add(t, per_chunk);
-                }
-            }
-            None => add(r.sent_ms + r.e2e_ms.unwrap_or(0.0), tokens as f64),
-        }
+        });
     }
 
     fn check_slo(&mut self, r: &ResultView, itl: &[f64], opts: &FoldOptions) {
@@ -846,9 +842,42 @@ impl Aggregate {
         }
     }
 
+    /// How many windows the time series has, empty ones included: from the
+    /// first that saw anything to the last.
+    pub fn window_count(&self) -> u64 {
+        match (self.windows.keys().next(), self.windows.keys().next_back()) {
+            (Some(&first), Some(&last)) => last.abs_diff(first) + 1,
+            _ => 0,
+        }
+    }
+
     /// The busiest second's output tokens.
     pub fn peak_tokens_per_s(&self) -> Option<f64> {
         self.tokens_per_second.values().copied().reduce(f64::max)
+    }
+}
+
+/// When an ok answer's output tokens arrived, as (ms from time 0, tokens)
+/// pairs given to `at`: `completion_tokens` divided evenly over its content
+/// chunks (the first at `sent_ms + ttft_ms`, each next one a gap of `itl`
+/// later; fractions kept), or all at `sent_ms + e2e_ms` when it has no TTFT
+/// (not streamed). An answer without usage gives nothing. The peak, the
+/// windows and the plot all read tokens through this one rule.
+pub fn token_arrivals(r: &ResultView, itl: &[f64], mut at: impl FnMut(f64, f64)) {
+    let Some(tokens) = r.completion_tokens.filter(|&t| t > 0) else {
+        return;
+    };
+    match r.ttft_ms {
+        Some(ttft) => {
+            let per_chunk = tokens as f64 / (itl.len() + 1) as f64;
+            let mut t = r.sent_ms + ttft;
+            at(t, per_chunk);
+            for gap in itl {
+                t += gap;
+                at(t, per_chunk);
+            }
+        }
+        None => at(r.sent_ms + r.e2e_ms.unwrap_or(0.0), tokens as f64),
     }
 }
 

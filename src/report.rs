@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::metrics::{
     Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
-    Summary,
+    Summary, Window,
 };
 use crate::result::Status;
 
@@ -237,17 +237,21 @@ pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
         m.insert("conventions".into(), Value::Object(others));
     }
     if let Some(w) = o.window_ms {
-        let series: Vec<Value> = a
-            .windows
-            .iter()
+        // Every window from the first to the last, empty ones too: a gap in
+        // the series is a stretch of nothing, which the reader must see.
+        let empty = Window::default();
+        let first = a.windows.keys().next().copied().unwrap_or(0);
+        let series: Vec<Value> = (0..a.window_count())
+            .map(|k| first + k as i64)
+            .map(|i| (i, a.windows.get(&i).unwrap_or(&empty)))
             .map(|(i, win)| {
                 let q = |d: &Dist, p: f64| d.summary(&[p]).map(|s| s.percentiles[0].1);
                 json!({
-                    "start_s": *i as f64 * w / 1000.0,
+                    "start_s": i as f64 * w / 1000.0,
                     "started": win.started,
                     "completed": win.completed,
                     "errors": win.errors,
-                    "output_tokens_per_s": win.output_tokens as f64 / (w / 1000.0),
+                    "output_tokens_per_s": win.output_tokens / (w / 1000.0),
                     "ttft_p50": q(&win.ttft, 50.0),
                     "ttft_p99": q(&win.ttft, 99.0),
                     "e2e_p50": q(&win.e2e, 50.0),

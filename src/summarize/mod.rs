@@ -1,5 +1,6 @@
 //! trace-summarize: result streams in, the metrics serving teams quote out.
 
+pub mod compare;
 pub mod plot;
 pub mod requests;
 mod server;
@@ -14,7 +15,7 @@ use crate::duration;
 use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::json;
-use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
+use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
 use crate::record::{self, Kind, Record};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
@@ -44,6 +45,9 @@ Examples:
   The shards of a replay from four machines, as one run:
     trace-summarize shard-*.ndjson
 
+  Two setups side by side, three runs each (mean ± standard deviation):
+    trace-summarize --compare a1.ndjson,a2.ndjson,a3.ndjson b1.ndjson,b2.ndjson,b3.ndjson
+
   One row per request, for a spreadsheet:
     trace-summarize --requests csv run.ndjson > requests.csv";
 
@@ -52,7 +56,7 @@ Examples:
 /// cache hit rate, goodput.
 ///
 /// Several inputs are read as one run (the shards of a multi-machine replay
-/// merge this way). Warmup results are left out. Memory does not grow with
+/// merge this way); --compare sets runs side by side instead. Warmup results are left out. Memory does not grow with
 /// the number of results: percentiles are exact (nearest rank) up to
 /// 100,000 values per metric and within 0.1 % beyond (HDR histogram, 3
 /// significant digits); mean, std, min and max are always exact. --by and
@@ -115,10 +119,11 @@ pub struct Args {
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
 
-    /// Add a time series: one row per window of this width (requests
-    /// started, completed, errors, output tokens/s, TTFT and E2E p50 and
-    /// p99 of the requests that ended in the window). With --format csv the
-    /// series is printed instead of the summary row.
+    /// Add a time series: one row per window of this width, empty ones
+    /// included (requests started, completed, errors, output tokens/s
+    /// counted when their chunks arrived, TTFT and E2E p50 and p99 of the
+    /// requests that ended in the window). With --format csv the series is
+    /// printed instead of the summary row.
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
@@ -157,6 +162,19 @@ pub struct Args {
     /// per second. Other metrics are ignored.
     #[arg(long, value_name = "FILE", conflicts_with = "requests")]
     pub metrics: Option<std::path::PathBuf>,
+    /// With --plot, end the time axis at the P-th percentile of the ok
+    /// requests' completion times (e.g. 99), so that one straggler does
+    /// not squeeze the run into a corner.
+    #[arg(long, value_name = "P", requires = "plot", value_parser = parse_clip)]
+    pub plot_clip: Option<f64>,
+
+    /// Compare setups instead of reading the inputs as one run: each FILE
+    /// is a setup with its own column (or one per --by group), beside the
+    /// difference to the first; files joined by commas
+    /// (a1.ndjson,a2.ndjson,a3.ndjson) are repeated runs of one setup,
+    /// shown as mean ± standard deviation (min … max) over the runs.
+    #[arg(long, conflicts_with_all = ["requests", "window", "fail_if"])]
+    pub compare: bool,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -205,6 +223,13 @@ fn parse_conventions(text: &str) -> std::result::Result<Conventions, String> {
         }
     }
     Ok(Conventions(out))
+}
+
+fn parse_clip(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(format!("`{text}` is not a percentile in (0, 100]")),
+    }
 }
 
 fn parse_window(text: &str) -> std::result::Result<f64, String> {
@@ -350,43 +375,25 @@ pub fn run(args: &Args) -> Result<Outcome> {
         slo: &slo,
         window_ms: args.window,
     };
-    let mut skipper = Skipper::new(&args.skip_invalid);
-    let mut overall = Aggregate::default();
-    let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
-    let mut itl = Vec::new();
-    let mut lines = Lines::new(&inputs);
-    let mut runs: Vec<plot::Series> = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        let view = match ResultView::read(line, &mut itl) {
-            Ok(v) => v,
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
-        };
-        if args.plot.is_some() {
-            if runs.last().is_none_or(|r| *r.source != *loc.source) {
-                runs.push(plot::Series::new(&loc.source));
-            }
-            if let Some(run) = runs.last_mut() {
-                run.add(&view, conventions[0].ttft(&view));
-            }
-        }
-        let agg = match &args.by {
-            None => &mut overall,
-            Some(field) => groups.entry(group_key(line, field)).or_default(),
-        };
-        agg.add(&view, &itl, &fold);
-        // Only lines that name a session are looked at again.
-        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
-            if let Some((session, turn)) = session_of(line) {
-                agg.sessions.add(&session, turn, &view);
-            }
-        }
+    if args.compare {
+        return compare::run(args, &fold, &report_opts);
     }
+    let mut skipper = Skipper::new(&args.skip_invalid);
+    let mut runs: Vec<plot::Series> = Vec::new();
+    let plot_runs = args.plot.is_some().then_some(&mut runs);
+    let (mut overall, groups) = fold_inputs(args, &inputs, &fold, &mut skipper, plot_runs)?;
     skipper.finish();
     for g in groups.values() {
         overall.merge(g);
+    }
+    if let Some(w) = args.window {
+        let n = overall.window_count();
+        if n > MAX_WINDOWS {
+            return Err(Error::usage(format!(
+                "--window {}ms: the run spans {n} windows of that width, more than the {MAX_WINDOWS} a time series may have; give a wider window",
+                crate::text::format_ms(w)
+            )));
+        }
     }
 
     let mut overall_json = report::to_json(&overall, &report_opts);
@@ -406,7 +413,12 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
         .collect();
     if let Some(path) = &args.plot {
-        plot::write(path, &runs, &server::plot_series(&scrapes))?;
+        plot::write(
+            path,
+            &runs,
+            &plot_options(args),
+            &server::plot_series(&scrapes),
+        )?;
     }
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut text = render(args, &overall_json, &group_json, &report_opts);
@@ -450,6 +462,72 @@ pub fn run(args: &Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// What `--plot` draws besides the runs: the clip and the latency SLOs
+/// (TTFT and E2E share the plot's latency axes; TPOT and ITL do not).
+fn plot_options(args: &Args) -> plot::PlotOptions {
+    let slo_lines = args
+        .slo
+        .iter()
+        .flat_map(|s| s.bounds.iter())
+        .filter(|(m, _)| matches!(m, SloMetric::Ttft | SloMetric::E2e))
+        .map(|(m, b)| {
+            (
+                format!("SLO {} {} ms", m.name(), crate::text::format_ms(*b)),
+                *b,
+            )
+        })
+        .collect();
+    plot::PlotOptions {
+        clip: args.plot_clip,
+        slo_lines,
+    }
+}
+
+/// Fold the results of `inputs` into the whole run (without `--by`) or its
+/// groups (with it; the whole run is then left empty for the caller to merge
+/// them into), and into one plot series per input when `plot_runs` is given.
+fn fold_inputs(
+    args: &Args,
+    inputs: &[io::InputSpec],
+    fold: &FoldOptions,
+    skipper: &mut Skipper,
+    mut plot_runs: Option<&mut Vec<plot::Series>>,
+) -> Result<(Aggregate, BTreeMap<String, Aggregate>)> {
+    let mut overall = Aggregate::default();
+    let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
+    let mut itl = Vec::new();
+    let mut lines = Lines::new(inputs);
+    while let Some((loc, line)) = lines.next_line()? {
+        let view = match ResultView::read(line, &mut itl) {
+            Ok(v) => v,
+            Err(e) => {
+                skipper.skip(e.at(&loc))?;
+                continue;
+            }
+        };
+        if let Some(runs) = plot_runs.as_deref_mut() {
+            if runs.last().is_none_or(|r| *r.source != *loc.source) {
+                runs.push(plot::Series::new(&loc.source));
+            }
+            if let Some(run) = runs.last_mut() {
+                run.add(&view, &itl, fold.conventions[0].ttft(&view));
+            }
+        }
+        let agg = match &args.by {
+            None => &mut overall,
+            Some(field) => groups.entry(group_key(line, field)).or_default(),
+        };
+        agg.add(&view, &itl, fold);
+        // Only lines that name a session are looked at again.
+        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
+            if let Some((session, turn)) = session_of(line) {
+                agg.sessions.add(&session, turn, &view);
+            }
+        }
+    }
+    Ok((overall, groups))
 }
 
 /// Why a run's figures measure nothing, when they do not: no result, or
@@ -542,7 +620,7 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{SloMetric, parse_slo};
+    use crate::metrics::parse_slo;
 
     #[test]
     fn thresholds_parse() {

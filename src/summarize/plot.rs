@@ -5,11 +5,13 @@
 //! Large runs are thinned for drawing per pixel column, keeping each
 //! column's minimum and maximum, so spikes are never dropped.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::metrics::token_arrivals;
 use crate::result::{ResultView, Status};
 
 /// Width of the picture, pixels; also the number of columns points are
@@ -24,7 +26,6 @@ struct Point {
     end_s: f32,
     ttft_ms: f32,
     e2e_ms: f32,
-    tokens: u32,
 }
 
 /// The requests of one run.
@@ -35,6 +36,9 @@ pub struct Series {
     pub source: String,
     points: Vec<Point>,
     errors: Vec<(f32, f32)>,
+    /// Output tokens per second of the run (from time 0), as the summary's
+    /// peak counts them; sparse.
+    tokens_per_second: BTreeMap<u64, f64>,
 }
 
 impl Series {
@@ -48,8 +52,9 @@ impl Series {
         }
     }
 
-    /// Add one result (warmup results are left out, as in the summary).
-    pub fn add(&mut self, r: &ResultView, ttft_ms: Option<f64>) {
+    /// Add one result (warmup results are left out, as in the summary);
+    /// `itl` holds its gaps.
+    pub fn add(&mut self, r: &ResultView, itl: &[f64], ttft_ms: Option<f64>) {
         if r.warmup {
             return;
         }
@@ -66,9 +71,39 @@ impl Series {
             end_s: ((r.sent_ms + e2e) / 1000.0) as f32,
             ttft_ms: ttft_ms.map_or(f32::NAN, |t| t as f32),
             e2e_ms: r.e2e_ms.map_or(f32::NAN, |t| t as f32),
-            tokens: r.completion_tokens.unwrap_or(0) as u32,
+        });
+        let seconds = &mut self.tokens_per_second;
+        token_arrivals(r, itl, |t, n| {
+            *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
         });
     }
+}
+
+/// The time axis's buckets for a run drawn to `t_end` seconds: a whole
+/// number of seconds wide (so that they are sums of the summary's 1-second
+/// buckets), at most one per pixel column. Returns (width, count).
+pub fn time_buckets(t_end: f64) -> (u64, usize) {
+    let width = ((t_end / WIDTH as f64).ceil() as u64).max(1);
+    let count = ((t_end / width as f64).ceil() as usize).max(1);
+    (width, count)
+}
+
+/// Output tokens/s of `run` per bucket of [`time_buckets`]`(t_end)`, as
+/// (bucket start, s; tokens/s): each answer's tokens where its chunks
+/// arrived, as the summary's peak and `--window` count them. Tokens after
+/// `t_end` (a clipped axis) are left out.
+pub fn tokens_series(run: &Series, t_end: f64) -> Vec<(f64, f64)> {
+    let (width, count) = time_buckets(t_end);
+    let mut sums = vec![0f64; count];
+    for (&second, &n) in &run.tokens_per_second {
+        if let Some(slot) = sums.get_mut((second / width) as usize) {
+            *slot += n;
+        }
+    }
+    sums.iter()
+        .enumerate()
+        .map(|(b, &n)| ((b as u64 * width) as f64, n / width as f64))
+        .collect()
 }
 
 /// Thin (x, y) points to at most two per column of `columns` over
@@ -163,12 +198,52 @@ pub fn check_name(path: &Path) -> Result<()> {
     )))
 }
 
+/// What the plot draws besides the runs.
+#[derive(Clone, Debug, Default)]
+pub struct PlotOptions {
+    /// Clip the time axis at this percentile of the completion times.
+    pub clip: Option<f64>,
+    /// Latency bounds drawn as horizontal lines: (label, ms).
+    pub slo_lines: Vec<(String, f64)>,
+}
+
+/// A number on an axis, without noise: 10000, 2.5, 0.125.
+pub fn axis_number(v: &f64) -> String {
+    crate::report::num(&serde_json::Value::from(*v), 3)
+}
+
+/// The label of x = 1/(1 − p) on a percentile axis: p90 at 10, p99 at
+/// 100, p99.9 at 1000.
+pub fn percentile_label(x: &f64) -> String {
+    format!("p{}", axis_number(&(100.0 * (1.0 - 1.0 / x))))
+}
+
+/// The `p`-th percentile (nearest rank) of the ok requests' completion
+/// times, s: where `--plot-clip` ends the time axis.
+pub fn clip_end(runs: &[Series], p: f64) -> Option<f64> {
+    let mut ends: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.points.iter().map(|p| p.end_s as f64))
+        .collect();
+    if ends.is_empty() {
+        return None;
+    }
+    ends.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0 * ends.len() as f64).ceil() as usize).clamp(1, ends.len());
+    Some(ends[rank - 1])
+}
+
 /// `server`: the server's request gauges (see `server::plot_series`),
 /// drawn in a panel of their own under the client's, on the same time
 /// axis; no panel when empty.
-pub fn write(path: &Path, runs: &[Series], server: &[(String, Vec<(f64, f64)>)]) -> Result<()> {
+pub fn write(
+    path: &Path,
+    runs: &[Series],
+    opts: &PlotOptions,
+    server: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
     let mut svg = String::new();
-    draw(&mut svg, runs, server)?;
+    draw(&mut svg, runs, opts, server)?;
     let name = path.display().to_string();
     let html = path
         .extension()
@@ -187,7 +262,12 @@ pub fn write(path: &Path, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
     std::fs::write(path, text).map_err(|e| Error::io(name, e))
 }
 
-fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)]) -> Result<()> {
+fn draw(
+    svg: &mut String,
+    runs: &[Series],
+    opts: &PlotOptions,
+    server: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
     let count: u32 = if server.is_empty() { 4 } else { 5 };
     let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
@@ -208,6 +288,11 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
                 .flat_map(|(_, points)| points.iter().map(|p| p.0))
                 .fold(0.0, f64::max),
         );
+    // One straggler need not squeeze the run into a corner.
+    let clip = opts
+        .clip
+        .and_then(|p| clip_end(runs, p).map(|end| (p, end.clamp(1.0, t_end))));
+    let t_end = clip.map_or(t_end, |c| c.1);
     let (lat_lo, lat_hi) = runs
         .iter()
         .flat_map(|r| {
@@ -215,6 +300,7 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
                 .iter()
                 .flat_map(|p| [p.ttft_ms as f64, p.e2e_ms as f64])
         })
+        .chain(opts.slo_lines.iter().map(|l| l.1))
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
@@ -227,27 +313,40 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
 
     // 1. Every request's TTFT and E2E at its send time; errors on the floor.
     {
+        let caption = match clip {
+            None => "latency of each request (ms, log) by send time (s)".to_string(),
+            Some((p, end)) => format!(
+                "latency of each request (ms, log) by send time (s), clipped at the p{} completion time ({} s)",
+                axis_number(&p),
+                axis_number(&end)
+            ),
+        };
         let mut chart = ChartBuilder::on(&panels[0])
-            .caption(
-                "latency of each request (ms, log) by send time (s)",
-                ("sans-serif", 18),
-            )
+            .caption(caption, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&axis_number)
+            .y_label_formatter(&axis_number)
+            .draw()
+            .map_err(plot_error)?;
+        slo_lines(&mut chart, opts, 0.0, t_end)?;
         for (i, run) in runs.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             let ttft: Vec<(f64, f64)> = run
                 .points
                 .iter()
+                .filter(|p| p.sent_s as f64 <= t_end)
                 .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
                 .collect();
             let e2e: Vec<(f64, f64)> = run
                 .points
                 .iter()
+                .filter(|p| p.sent_s as f64 <= t_end)
                 .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
                 .collect();
             chart
@@ -270,8 +369,12 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
                 .legend(move |(x, y)| Cross::new((x + 10, y), 3, color));
             if !run.errors.is_empty() {
                 let floor = lat_lo * 1.2;
-                let errs: Vec<(f64, f64)> =
-                    run.errors.iter().map(|e| (e.0 as f64, floor)).collect();
+                let errs: Vec<(f64, f64)> = run
+                    .errors
+                    .iter()
+                    .filter(|e| e.0 as f64 <= t_end)
+                    .map(|e| (e.0 as f64, floor))
+                    .collect();
                 chart
                     .draw_series(
                         thin(&errs, 0.0, t_end, WIDTH as usize)
@@ -287,14 +390,13 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
     }
 
     // 2 and 3. Requests in flight and output tokens/s, per bucket of time.
-    let buckets = ((t_end.ceil() as usize).max(1)).min(WIDTH as usize);
-    let width_s = t_end / buckets as f64;
+    let (width, buckets) = time_buckets(t_end);
+    let width_s = width as f64;
     let mut flight: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut tokens: Vec<Vec<(f64, f64)>> = Vec::new();
     for run in runs {
         // Time-weighted: each request adds the part of each bucket it spans.
         let mut busy = vec![0f64; buckets];
-        let mut out = vec![0u64; buckets];
         let bucket = |t: f64| ((t / width_s) as usize).min(buckets - 1);
         for p in &run.points {
             let (a, b) = (p.sent_s as f64, p.end_s as f64);
@@ -308,7 +410,6 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
                 let hi = b.min((k + 1) as f64 * width_s);
                 *slot += (hi - lo).max(0.0);
             }
-            out[bucket(b)] += u64::from(p.tokens);
         }
         flight.push(
             busy.iter()
@@ -316,12 +417,7 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
                 .map(|(k, t)| (k as f64 * width_s, t / width_s))
                 .collect(),
         );
-        tokens.push(
-            out.iter()
-                .enumerate()
-                .map(|(b, &n)| (b as f64 * width_s, n as f64 / width_s))
-                .collect(),
-        );
+        tokens.push(tokens_series(run, t_end));
     }
     for (panel, (title, data)) in panels[1..3].iter().zip([
         (
@@ -338,7 +434,12 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, 0.0..top)
             .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&axis_number)
+            .y_label_formatter(&axis_number)
+            .draw()
+            .map_err(plot_error)?;
         for (i, (run, series)) in runs.iter().zip(data.iter()).enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
@@ -404,7 +505,7 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
         .fold(10.0f64, f64::max);
     let mut chart = ChartBuilder::on(&panels[count as usize - 1])
         .caption(
-            "latency (ms, log) by percentile: 1/(1-p), so 10 = p90, 100 = p99",
+            "latency (ms, log) by percentile (x = 1/(1-p), log)",
             ("sans-serif", 18),
         )
         .margin(10)
@@ -412,7 +513,13 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
         .y_label_area_size(60)
         .build_cartesian_2d((1.0..x_max).log_scale(), (lat_lo..lat_hi).log_scale())
         .map_err(plot_error)?;
-    chart.configure_mesh().draw().map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&percentile_label)
+        .y_label_formatter(&axis_number)
+        .draw()
+        .map_err(plot_error)?;
+    slo_lines(&mut chart, opts, 1.0, x_max)?;
     for (i, (run, (ttft, e2e))) in runs.iter().zip(&curves).enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
@@ -432,6 +539,28 @@ fn draw(svg: &mut String, runs: &[Series], server: &[(String, Vec<(f64, f64)>)])
     legend(&mut chart)?;
     root.present().map_err(plot_error)?;
     drop(root);
+    Ok(())
+}
+
+/// The SLO bounds as horizontal lines across [x0, x1].
+fn slo_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    opts: &PlotOptions,
+    x0: f64,
+    x1: f64,
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (label, bound) in &opts.slo_lines {
+        let style = BLACK.mix(0.6).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new([(x0, *bound), (x1, *bound)], style))
+            .map_err(plot_error)?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
     Ok(())
 }
 
@@ -463,6 +592,66 @@ mod tests {
         assert!(thin.len() <= 200);
         assert!(thin.contains(&(54_321.0, 1e6)));
         assert!(thin.contains(&(777.0, -5.0)));
+    }
+
+    /// The answers of `tests/data/results/streamed.ndjson` (worked out in
+    /// tests/cli/summarize.rs): tokens by second 0, 4, 4, 6, 2, 0, 0, as
+    /// the summary's windows count them.
+    #[test]
+    fn tokens_per_second_follow_the_chunks() {
+        let mut run = Series::new("run");
+        let mut itl = Vec::new();
+        for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
+            let view = ResultView::read(line, &mut itl).unwrap();
+            run.add(&view, &itl, view.ttft_ms);
+        }
+        // The error is sent at 6.2 s: the axis ends there.
+        let t_end = 6.2;
+        assert_eq!(time_buckets(t_end), (1, 7));
+        assert_eq!(
+            tokens_series(&run, t_end),
+            vec![
+                (0.0, 0.0),
+                (1.0, 4.0),
+                (2.0, 4.0),
+                (3.0, 6.0),
+                (4.0, 2.0),
+                (5.0, 0.0),
+                (6.0, 0.0)
+            ]
+        );
+        // A long run: 3-second buckets, their mean.
+        assert_eq!(time_buckets(3000.5), (3, 1001));
+        assert_eq!(
+            tokens_series(&run, 3000.5)[..2],
+            [(0.0, 8.0 / 3.0), (3.0, 8.0 / 3.0)]
+        );
+    }
+
+    #[test]
+    fn axes_read_as_people_write() {
+        assert_eq!(axis_number(&10000.0), "10000");
+        assert_eq!(axis_number(&2.5), "2.5");
+        let labels: Vec<String> = [1.0, 2.0, 10.0, 100.0, 1000.0]
+            .iter()
+            .map(percentile_label)
+            .collect();
+        assert_eq!(labels, ["p0", "p50", "p90", "p99", "p99.9"]);
+    }
+
+    #[test]
+    fn clipping_at_a_percentile_of_completion() {
+        // Completions at 3.5 and 4.85 s (the error does not count).
+        let mut run = Series::new("run");
+        let mut itl = Vec::new();
+        for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
+            let view = ResultView::read(line, &mut itl).unwrap();
+            run.add(&view, &itl, view.ttft_ms);
+        }
+        let runs = [run];
+        assert_eq!(clip_end(&runs, 50.0), Some(3.5));
+        assert_eq!(clip_end(&runs, 99.0), Some(4.85f32 as f64));
+        assert_eq!(clip_end(&[], 99.0), None);
     }
 
     #[test]

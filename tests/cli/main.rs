@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries on real data.
 
 mod aiperf_mooncake;
+mod compare;
 mod completions;
 mod conventions;
 mod convert;

@@ -188,15 +188,20 @@ fn windows_and_groups() {
         ),
         (Some(5), Some(2), Some(2))
     );
-    // 500-1000 ms: 6 sent; 1 (802), 2 (500), 6 (751) end: 7 tokens / 0.5 s.
+    // Tokens arrive with their chunks: before 500 ms, 0's at 101 and 351
+    // (2.2 each) and 1's at 302 and 402 (2 each): 8.4 tokens / 0.5 s.
+    close(&w[0]["output_tokens_per_s"], 16.8);
+    // 500-1000 ms: 6 sent; 1 (802), 2 (500), 6 (751) end. Tokens: 0's at
+    // 601 and 851, 1's at 802, 2's one at 500: 7.4 / 0.5 s.
     assert_eq!(
         (w[1]["started"].as_u64(), w[1]["completed"].as_u64()),
         (Some(1), Some(3))
     );
-    close(&w[1]["output_tokens_per_s"], 14.0);
+    close(&w[1]["output_tokens_per_s"], 14.8);
     close(&w[1]["ttft_p50"], 200.0);
     close(&w[1]["e2e_p99"], 700.0);
-    close(&w[2]["output_tokens_per_s"], 22.0);
+    // 0's last chunk at 1101.
+    close(&w[2]["output_tokens_per_s"], 4.4);
 
     let j = summarize(&["--by", "model"]);
     assert_eq!(j["by"], "model");
@@ -234,6 +239,123 @@ fn several_files_are_one_run() {
         .run();
     split.ok();
     assert_eq!(split.json(), summarize(&["--window", "500ms"]));
+}
+
+/// `tests/data/results/streamed.ndjson`, worked out by hand:
+///
+/// | # | status | sent | ttft | itl                   | e2e  | end  | tokens |
+/// |---|--------|------|------|-----------------------|------|------|--------|
+/// | 0 | ok     | 0    | -    | -                     | 3500 | 3500 | 6      |
+/// | 1 | ok     | 500  | 700  | 300, 1100, 100, 2100  | 4350 | 4850 | 10     |
+/// | 2 | error  | 6200 | -    | -                     | 100  | 6300 | -      |
+///
+/// 0 did not stream: its 6 tokens arrive at its end, 3500. 1's 10 tokens
+/// arrive 2 per chunk at 1200, 1500, 2600, 2700 and 4800. By second: 0, 4,
+/// 4, 6, 2, 0, 0; counted at completion, second 4 would have had 10.
+#[test]
+fn tokens_per_second_follow_the_chunks() {
+    let run = |args: &[&str]| {
+        let run = Cmd::new("trace-summarize")
+            .args(["--format", "json"])
+            .args(args)
+            .arg(data("results/streamed.ndjson"))
+            .run();
+        run.ok();
+        run.json()
+    };
+    let j = run(&["--window", "1s"]);
+    close(&j["peak"]["output_tokens_per_s"], 6.0);
+    let w = j["windows"].as_array().unwrap();
+    let column = |key: &str| -> Vec<Value> { w.iter().map(|w| w[key].clone()).collect() };
+    let nums = |v: &[f64]| -> Vec<Value> { v.iter().map(|&x| Value::from(x)).collect() };
+    let ints = |v: &[u64]| -> Vec<Value> { v.iter().map(|&x| Value::from(x)).collect() };
+    // Seconds 0-6, second 5 empty but there.
+    assert_eq!(
+        column("start_s"),
+        nums(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    );
+    assert_eq!(
+        column("output_tokens_per_s"),
+        nums(&[0.0, 4.0, 4.0, 6.0, 2.0, 0.0, 0.0])
+    );
+    assert_eq!(column("started"), ints(&[2, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(column("completed"), ints(&[0, 0, 0, 1, 1, 0, 1]));
+    assert_eq!(column("errors"), ints(&[0, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(
+        column("e2e_p50"),
+        vec![
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::from(3500.0),
+            Value::from(4350.0),
+            Value::Null,
+            Value::Null
+        ]
+    );
+
+    // 2-second windows: 4 tokens, 4 + 6, 2, none.
+    let j = run(&["--window", "2s"]);
+    let w = j["windows"].as_array().unwrap();
+    let tps: Vec<f64> = w
+        .iter()
+        .map(|w| w["output_tokens_per_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(tps, vec![2.0, 5.0, 1.0, 0.0]);
+
+    // The same rows in the table and in CSV, the empty window included.
+    let table = Cmd::new("trace-summarize")
+        .args(["--window", "1s"])
+        .arg(data("results/streamed.ndjson"))
+        .run();
+    table.ok();
+    let text = table.stdout_str();
+    let series = &text[text.find("start_s").unwrap()..];
+    assert_text_eq(
+        "\
+start_s  started  completed  errors  output_tokens_per_s  ttft_p50  ttft_p99  e2e_p50  e2e_p99
+0              2          0       0                    0         -         -        -        -
+1              0          0       0                    4         -         -        -        -
+2              0          0       0                    4         -         -        -        -
+3              0          1       0                    6         -         -     3500     3500
+4              0          1       0                    2       700       700     4350     4350
+5              0          0       0                    0         -         -        -        -
+6              1          1       1                    0         -         -        -        -
+",
+        series,
+    );
+    let csv = Cmd::new("trace-summarize")
+        .args(["--window", "1s", "--format", "csv"])
+        .arg(data("results/streamed.ndjson"))
+        .run();
+    csv.ok();
+    assert_text_eq(
+        "\
+start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99
+0.0,2,0,0,0.0,,,,
+1.0,0,0,0,4.0,,,,
+2.0,0,0,0,4.0,,,,
+3.0,0,1,0,6.0,,,3500.0,3500.0
+4.0,0,1,0,2.0,700.0,700.0,4350.0,4350.0
+5.0,0,0,0,0.0,,,,
+6.0,1,1,1,0.0,,,,
+",
+        &csv.stdout_str(),
+    );
+}
+
+#[test]
+fn a_window_too_narrow_for_the_run_is_refused() {
+    let run = Cmd::new("trace-summarize")
+        .args(["--window", "0.01ms"])
+        .arg(data("results/streamed.ndjson"))
+        .run();
+    run.code(2);
+    assert_text_eq(
+        "trace-summarize: error: --window 0.01ms: the run spans 630001 windows of that width, \
+         more than the 100000 a time series may have; give a wider window\n",
+        &run.stderr,
+    );
 }
 
 #[test]
@@ -535,8 +657,10 @@ fn plots_overlay_runs_and_keep_the_spike() {
             assert_eq!(count(&format!("{run} E2E")), 2, "{run}");
             assert_eq!(count(run), 2, "{run}: in flight and tokens/s");
         }
-        // The 50 s spike sets the latency axes: their top label is 10^4+ ms.
-        assert!(texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
+        // The 50 s spike sets the latency axes: their top label is 10^4+ ms
+        // (without a ".0").
+        assert!(texts.iter().any(|t| t.trim() == "10000"), "{texts:?}");
+        assert!(!texts.iter().any(|t| t.trim() == "10000.0"), "{texts:?}");
         assert!(svg.len() < 3_000_000, "{} bytes", svg.len());
     }
     // Standard input is one run, named "run".
@@ -548,6 +672,42 @@ fn plots_overlay_runs_and_keep_the_spike() {
         .ok();
     let svg = String::from_utf8(dir.read("stdin.svg")).unwrap();
     assert_eq!(svg.lines().filter(|l| l.trim() == "run TTFT").count(), 2);
+}
+
+#[test]
+fn plots_draw_slo_lines_percentile_labels_and_clip_the_time_axis() {
+    let dir = TestDir::new("summarize-plot-slo");
+    dir.write(
+        "run.ndjson",
+        std::fs::read(data("results/streamed.ndjson")).unwrap(),
+    );
+    dir.cmd("trace-summarize")
+        .args(["--plot", "p.svg", "--slo", "ttft=500ms,tpot=10ms,e2e=4s"])
+        .args(["--plot-clip", "50", "-o", "summary.txt", "run.ndjson"])
+        .run()
+        .ok();
+    let svg = String::from_utf8(dir.read("p.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.is_element())
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    let count = |s: &str| texts.iter().filter(|t| **t == s).count();
+    // TTFT and E2E bounds on both latency panels; TPOT has no axis there.
+    assert_eq!(count("SLO ttft 500 ms"), 2, "{texts:?}");
+    assert_eq!(count("SLO e2e 4000 ms"), 2, "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("tpot")), "{texts:?}");
+    assert!(count("p50") >= 1 && count("p90") >= 1, "{texts:?}");
+    // Completions at 3.5 and 4.85 s: the median is 3.5.
+    assert_eq!(
+        count(
+            "latency of each request (ms, log) by send time (s), clipped at the p50 completion time (3.5 s)"
+        ),
+        1,
+        "{texts:?}"
+    );
 }
 
 /// Two sessions, worked out by hand:
