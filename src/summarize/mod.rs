@@ -2,6 +2,7 @@
 
 pub mod plot;
 pub mod requests;
+pub mod sheets;
 
 use std::collections::BTreeMap;
 
@@ -11,12 +12,14 @@ use serde_json::Value;
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, Result};
-use crate::io::{self, Lines, Output};
+use crate::io::{self, InputSpec, Output};
 use crate::json;
 use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
+use crate::peers::Results;
 use crate::record::{self, Kind, Record};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
+use crate::xlsx::Cell;
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 1 when a --fail-if threshold is crossed or when
@@ -75,7 +78,9 @@ pub struct Args {
     pub output: OutputArgs,
 
     /// Output format: an aligned table, one JSON object (stable keys, for
-    /// jq), one CSV row per run or group, or Markdown for a pull request.
+    /// jq), one CSV row per run or group, Markdown for a pull request, or
+    /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
+    /// the requests and, with --window, one of the windows.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 
@@ -161,6 +166,8 @@ pub enum Format {
     Csv,
     /// GitHub Markdown tables.
     Markdown,
+    /// A spreadsheet, to the -o file.
+    Xlsx,
 }
 
 /// Percentiles asked for.
@@ -321,9 +328,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(path) = &args.plot {
         plot::check_name(path)?;
     }
+    let xlsx = args.format == Format::Xlsx;
+    if xlsx {
+        sheets::check_output(args.output.output.as_deref())?;
+    }
     let inputs = io::input_specs(&args.input.files)?;
     if let Some(format) = args.requests {
-        let mut lines = Lines::new(&inputs);
+        let mut lines = read_results(&inputs);
         let mut out = Output::open(args.output.output.as_deref())?;
         let mut skipper = Skipper::new(&args.skip_invalid);
         requests::export(&mut lines, &mut out, format, conventions[0], &mut skipper)?;
@@ -340,8 +351,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut overall = Aggregate::default();
     let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
     let mut itl = Vec::new();
-    let mut lines = Lines::new(&inputs);
+    let mut lines = read_results(&inputs);
     let mut runs: Vec<plot::Series> = Vec::new();
+    // The per-request sheet of --format xlsx (a spreadsheet is written
+    // whole, so it holds every row).
+    let mut request_rows: Vec<Vec<Cell>> = Vec::new();
     while let Some((loc, line)) = lines.next_line()? {
         let view = match ResultView::read(line, &mut itl) {
             Ok(v) => v,
@@ -350,6 +364,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 continue;
             }
         };
+        if xlsx {
+            match requests::row(line, &view, &itl, conventions[0]) {
+                Ok(row) => request_rows.push(row),
+                Err(e) => {
+                    skipper.skip(e.at(&loc))?;
+                    continue;
+                }
+            }
+        }
         if args.plot.is_some() {
             if runs.last().is_none_or(|r| *r.source != *loc.source) {
                 runs.push(plot::Series::new(&loc.source));
@@ -383,10 +406,21 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(path) = &args.plot {
         plot::write(path, &runs)?;
     }
-    let mut out = Output::open(args.output.output.as_deref())?;
-    let text = render(args, &overall_json, &group_json, &report_opts);
-    out.write_all(text.as_bytes())?;
-    out.finish()?;
+    match &args.output.output {
+        Some(path) if xlsx => sheets::write(
+            path,
+            &overall_json,
+            &group_json,
+            args.by.as_deref(),
+            &request_rows,
+        )?,
+        _ => {
+            let mut out = Output::open(args.output.output.as_deref())?;
+            let text = render(args, &overall_json, &group_json, &report_opts);
+            out.write_all(text.as_bytes())?;
+            out.finish()?;
+        }
+    }
 
     let mut crossed = false;
     for t in &args.fail_if {
@@ -420,6 +454,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// The result lines of the inputs: result records as trace-replay writes
+/// them, or a peer's result file (AIPerf, vLLM, GuideLLM) read as them,
+/// recognised by its content (see `crate::peers`).
+fn read_results(inputs: &[InputSpec]) -> Results {
+    Results::new(inputs)
 }
 
 /// Why a run's figures measure nothing, when they do not: no result, or
@@ -491,6 +532,8 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
             }
             String::from_utf8(w.into_inner().expect("CSV in memory")).expect("CSV is UTF-8")
         }
+        // Written by sheets::write instead.
+        Format::Xlsx => String::new(),
         Format::Table | Format::Markdown => {
             let style = if args.format == Format::Table {
                 Style::Plain
