@@ -144,6 +144,12 @@ impl LineReader {
         Location::new(self.source.clone(), self.line)
     }
 
+    /// The line last returned by [`LineReader::next_line`] (for readers
+    /// that cannot return its borrow from a loop).
+    pub fn last_line(&self) -> &str {
+        std::str::from_utf8(&self.buf[..trimmed_len(&self.buf)]).unwrap_or_default()
+    }
+
     /// The next non-blank line without its line ending, with its 1-based
     /// line number; `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, &str)>> {

@@ -15,13 +15,15 @@
 //!   made of them ([`report`]: trace-summarize's figures, trace-sweep's
 //!   rows).
 //! - **The shared model**: the trace record ([`record`]), the result record
-//!   ([`result`]), sharding ([`shard`]), statistics ([`stats`]), prompt
-//!   synthesis ([`prompts`], [`tokenizer`]), the unit of timestamps
-//!   ([`timestamps`]), the simulated server as a library ([`simulator`]),
-//!   and a server's own metrics ([`server_metrics`]).
+//!   ([`result`]) and the peers' result files read as results ([`peers`]),
+//!   sharding ([`shard`]), statistics ([`stats`]), prompt synthesis
+//!   ([`prompts`], [`tokenizer`]), the unit of timestamps ([`timestamps`]),
+//!   the simulated server as a library ([`simulator`]), and a server's own
+//!   metrics ([`server_metrics`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
 //!   diagnostics ([`cli`], [`error`]), JSON scanning ([`json`]), time and
-//!   numbers ([`time`], [`duration`], [`text`], [`hash`]).
+//!   numbers ([`time`], [`duration`], [`text`], [`hash`]), spreadsheets
+//!   ([`xlsx`]).
 //!
 //! The record formats and conventions are described in `man/tracekit.7`.
 
@@ -42,6 +44,7 @@ pub mod metrics;
 pub mod report;
 
 // The shared model.
+pub mod peers;
 pub mod prompts;
 pub mod record;
 pub mod result;
@@ -61,3 +64,4 @@ pub mod io;
 pub mod json;
 pub mod text;
 pub mod time;
+pub mod xlsx;

@@ -112,7 +112,8 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
         for file in files {
             let inputs = io::input_specs(std::slice::from_ref(file))?;
             let plot_into = args.plot.is_some().then_some(&mut plot_runs);
-            let (mut overall, groups) = fold_inputs(args, &inputs, fold, &mut skipper, plot_into)?;
+            let (mut overall, groups) =
+                fold_inputs(args, &inputs, fold, &mut skipper, plot_into, None)?;
             for g in groups.values() {
                 overall.merge(g);
             }
@@ -182,6 +183,11 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
         Format::Csv => to_csv(&columns, &paths, &spreads, !args.no_header),
         Format::Table => to_text(&columns, &paths, &spreads, Style::Plain),
         Format::Markdown => to_text(&columns, &paths, &spreads, Style::Markdown),
+        Format::Xlsx => {
+            return Err(crate::error::Error::usage(
+                "--compare prints a table, JSON, CSV or Markdown, not xlsx",
+            ));
+        }
     };
     let mut out = Output::open(args.output.output.as_deref())?;
     out.write_all(text.as_bytes())?;

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod plot;
 pub mod requests;
 mod server;
+pub mod sheets;
 
 use std::collections::BTreeMap;
 
@@ -13,12 +14,14 @@ use serde_json::Value;
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
 use crate::error::{Error, Result};
-use crate::io::{self, Lines, Output};
+use crate::io::{self, InputSpec, Output};
 use crate::json;
 use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
+use crate::peers::Results;
 use crate::record::{self, Kind, Record};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
+use crate::xlsx::Cell;
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 1 when a --fail-if threshold is crossed or when
@@ -80,7 +83,9 @@ pub struct Args {
     pub output: OutputArgs,
 
     /// Output format: an aligned table, one JSON object (stable keys, for
-    /// jq), one CSV row per run or group, or Markdown for a pull request.
+    /// jq), one CSV row per run or group, Markdown for a pull request, or
+    /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
+    /// the requests and, with --window, one of the windows.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 
@@ -191,6 +196,8 @@ pub enum Format {
     Csv,
     /// GitHub Markdown tables.
     Markdown,
+    /// A spreadsheet, to the -o file.
+    Xlsx,
 }
 
 /// Percentiles asked for.
@@ -360,9 +367,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(path) = &args.plot {
         plot::check_name(path)?;
     }
+    let xlsx = args.format == Format::Xlsx;
+    if xlsx {
+        sheets::check_output(args.output.output.as_deref())?;
+    }
     let inputs = io::input_specs(&args.input.files)?;
     if let Some(format) = args.requests {
-        let mut lines = Lines::new(&inputs);
+        let mut lines = read_results(&inputs);
         let mut out = Output::open(args.output.output.as_deref())?;
         let mut skipper = Skipper::new(&args.skip_invalid);
         requests::export(&mut lines, &mut out, format, conventions[0], &mut skipper)?;
@@ -381,7 +392,11 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut skipper = Skipper::new(&args.skip_invalid);
     let mut runs: Vec<plot::Series> = Vec::new();
     let plot_runs = args.plot.is_some().then_some(&mut runs);
-    let (mut overall, groups) = fold_inputs(args, &inputs, &fold, &mut skipper, plot_runs)?;
+    // The per-request sheet of --format xlsx (a spreadsheet is written
+    // whole, so it holds every row).
+    let mut request_rows: Vec<Vec<Cell>> = Vec::new();
+    let rows = xlsx.then_some(&mut request_rows);
+    let (mut overall, groups) = fold_inputs(args, &inputs, &fold, &mut skipper, plot_runs, rows)?;
     skipper.finish();
     for g in groups.values() {
         overall.merge(g);
@@ -420,15 +435,26 @@ pub fn run(args: &Args) -> Result<Outcome> {
             &server::plot_series(&scrapes),
         )?;
     }
-    let mut out = Output::open(args.output.output.as_deref())?;
     let mut text = render(args, &overall_json, &group_json, &report_opts);
     if let (Some(server), Format::Table | Format::Markdown) =
         (overall_json.get("server"), args.format)
     {
         text.push_str(&server::to_text(server, args.format == Format::Markdown));
     }
-    out.write_all(text.as_bytes())?;
-    out.finish()?;
+    match &args.output.output {
+        Some(path) if xlsx => sheets::write(
+            path,
+            &overall_json,
+            &group_json,
+            args.by.as_deref(),
+            &request_rows,
+        )?,
+        _ => {
+            let mut out = Output::open(args.output.output.as_deref())?;
+            out.write_all(text.as_bytes())?;
+            out.finish()?;
+        }
+    }
 
     let mut crossed = false;
     for t in &args.fail_if {
@@ -494,11 +520,12 @@ fn fold_inputs(
     fold: &FoldOptions,
     skipper: &mut Skipper,
     mut plot_runs: Option<&mut Vec<plot::Series>>,
+    mut request_rows: Option<&mut Vec<Vec<Cell>>>,
 ) -> Result<(Aggregate, BTreeMap<String, Aggregate>)> {
     let mut overall = Aggregate::default();
     let mut groups: BTreeMap<String, Aggregate> = BTreeMap::new();
     let mut itl = Vec::new();
-    let mut lines = Lines::new(inputs);
+    let mut lines = read_results(inputs);
     while let Some((loc, line)) = lines.next_line()? {
         let view = match ResultView::read(line, &mut itl) {
             Ok(v) => v,
@@ -507,6 +534,15 @@ fn fold_inputs(
                 continue;
             }
         };
+        if let Some(rows) = request_rows.as_deref_mut() {
+            match requests::row(line, &view, &itl, fold.conventions[0]) {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    skipper.skip(e.at(&loc))?;
+                    continue;
+                }
+            }
+        }
         if let Some(runs) = plot_runs.as_deref_mut() {
             if runs.last().is_none_or(|r| *r.source != *loc.source) {
                 runs.push(plot::Series::new(&loc.source));
@@ -528,6 +564,13 @@ fn fold_inputs(
         }
     }
     Ok((overall, groups))
+}
+
+/// The result lines of the inputs: result records as trace-replay writes
+/// them, or a peer's result file (AIPerf, vLLM, GuideLLM) read as them,
+/// recognised by its content (see `crate::peers`).
+fn read_results(inputs: &[InputSpec]) -> Results {
+    Results::new(inputs)
 }
 
 /// Why a run's figures measure nothing, when they do not: no result, or
@@ -599,6 +642,8 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
             }
             String::from_utf8(w.into_inner().expect("CSV in memory")).expect("CSV is UTF-8")
         }
+        // Written by sheets::write instead.
+        Format::Xlsx => String::new(),
         Format::Table | Format::Markdown => {
             let style = if args.format == Format::Table {
                 Style::Plain

@@ -5,9 +5,11 @@ use serde_json::{Map, Value, json};
 
 use crate::cli::Skipper;
 use crate::error::{FieldError, Result};
-use crate::io::{Lines, Output};
+use crate::io::Output;
 use crate::metrics::Convention;
-use crate::result::{ResultRecord, ResultView, round_us};
+use crate::peers::Results;
+use crate::result::{ResultView, round_us};
+use crate::xlsx::Cell;
 
 /// Per-request export formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -71,9 +73,67 @@ fn derive(view: &ResultView, itl: &[f64], convention: Convention) -> Derived {
     }
 }
 
+/// The labels of a result that the per-request row shows and the summary
+/// does not read. A peer's result (crate::peers) may have no schedule.
+#[derive(serde::Deserialize)]
+struct Labels {
+    index: u64,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    shard: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+/// The row of [`COLUMNS`] for one result line, whose gaps are `itl`.
+pub fn row(
+    line: &str,
+    view: &ResultView,
+    itl: &[f64],
+    convention: Convention,
+) -> std::result::Result<Vec<Cell>, FieldError> {
+    let r: Labels = serde_json::from_str(line)
+        .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
+    let d = derive(view, itl, convention);
+    Ok(vec![
+        Cell::Number(r.index as f64),
+        Cell::text(r.id.as_deref()),
+        Cell::text(r.session_id.as_deref()),
+        Cell::text(r.model.as_deref()),
+        Cell::text(r.shard.as_deref()),
+        Cell::Text(view.warmup.to_string()),
+        Cell::Text(view.status.as_str().to_string()),
+        Cell::count(view.http_status.map(u64::from)),
+        Cell::text(r.error.as_deref()),
+        Cell::num(view.scheduled_ms),
+        Cell::Number(view.sent_ms),
+        Cell::num(d.lag_ms),
+        Cell::num(d.ttft_ms),
+        Cell::num(view.first_chunk_ms),
+        Cell::num(d.tpot_ms),
+        Cell::num(view.e2e_ms),
+        Cell::Number(d.itl_count as f64),
+        Cell::num(d.itl_mean_ms),
+        Cell::num(d.itl_max_ms),
+        Cell::count(view.input_length),
+        Cell::count(view.prompt_tokens),
+        Cell::count(view.output_length),
+        Cell::count(view.completion_tokens),
+        Cell::count(view.cached_tokens),
+        Cell::text(r.finish_reason.as_deref()),
+    ])
+}
+
 /// Write one row per result of `lines`.
 pub fn export(
-    lines: &mut Lines,
+    lines: &mut Results,
     out: &mut Output,
     format: RequestsFormat,
     convention: Convention,
@@ -92,55 +152,29 @@ pub fn export(
     }
     let mut itl = Vec::new();
     while let Some((loc, line)) = lines.next_line()? {
-        let parsed = ResultView::read(line, &mut itl).and_then(|view| {
-            let record: ResultRecord = serde_json::from_str(line)
-                .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
-            Ok((view, record))
-        });
-        let (view, r) = match parsed {
-            Ok(x) => x,
+        let view = match ResultView::read(line, &mut itl) {
+            Ok(v) => v,
             Err(e) => {
                 skipper.skip(e.at(&loc))?;
                 continue;
             }
         };
-        let d = derive(&view, &itl, convention);
+        // The row is made in either form: a line it refuses is skipped.
+        let cells = match row(line, &view, &itl, convention) {
+            Ok(c) => c,
+            Err(e) => {
+                skipper.skip(e.at(&loc))?;
+                continue;
+            }
+        };
         match &mut csv_out {
             Some(w) => {
-                let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-                let int = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-                let text = |v: &Option<String>| v.clone().unwrap_or_default();
-                w.write_record([
-                    r.index.to_string(),
-                    text(&r.id),
-                    text(&r.session_id),
-                    text(&r.model),
-                    text(&r.shard),
-                    r.warmup.to_string(),
-                    r.status.as_str().to_string(),
-                    int(r.http_status.map(u64::from)),
-                    text(&r.error),
-                    r.scheduled_ms.to_string(),
-                    r.sent_ms.to_string(),
-                    opt(d.lag_ms),
-                    opt(d.ttft_ms),
-                    opt(r.first_chunk_ms),
-                    opt(d.tpot_ms),
-                    opt(r.e2e_ms),
-                    d.itl_count.to_string(),
-                    opt(d.itl_mean_ms),
-                    opt(d.itl_max_ms),
-                    int(r.input_length),
-                    int(r.prompt_tokens),
-                    int(r.output_length),
-                    int(r.completion_tokens),
-                    int(r.cached_tokens),
-                    text(&r.finish_reason),
-                ])
-                .map_err(csv_error)?;
+                w.write_record(cells.iter().map(Cell::to_csv))
+                    .map_err(csv_error)?;
                 flush_csv(w, out)?;
             }
             None => {
+                let d = derive(&view, &itl, convention);
                 let mut obj: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
                     FieldError::record(format!("is not a JSON object: {e}")).at(&loc)
                 })?;
@@ -183,7 +217,7 @@ mod otlp {
 
     use crate::cli::Skipper;
     use crate::error::{FieldError, Result};
-    use crate::io::{Lines, Output};
+    use crate::io::Output;
     use crate::metrics::Convention;
     use crate::result::{ResultRecord, ResultView, Status};
 
@@ -201,7 +235,7 @@ mod otlp {
     /// Streams the document: one resource per input (a results file is a
     /// run), its spans written as they are read, so memory does not grow.
     pub fn export(
-        lines: &mut Lines,
+        lines: &mut crate::peers::Results,
         out: &mut Output,
         convention: Convention,
         skipper: &mut Skipper,

@@ -1,0 +1,193 @@
+//! `trace-summarize --format xlsx`: the report as a spreadsheet. A
+//! `summary` sheet (one row per figure of the JSON report, its unit, and
+//! one column for the run and one per `--by` group), a `requests` sheet
+//! (the `--requests csv` columns) and, with `--window`, a `windows` sheet.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::report;
+use crate::xlsx::{Cell, Workbook};
+
+use super::requests::COLUMNS;
+
+/// Refuse `--format xlsx` unless it goes to a file named `.xlsx`: a
+/// workbook is binary, and a terminal or a pipe has no use for it.
+pub fn check_output(output: Option<&Path>) -> Result<()> {
+    match output {
+        Some(p)
+            if p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("xlsx")) =>
+        {
+            Ok(())
+        }
+        Some(p) => Err(Error::usage(format!(
+            "--format xlsx writes a spreadsheet: name it FILE.xlsx (-o {} is not)",
+            p.display()
+        ))),
+        None => Err(Error::usage(
+            "--format xlsx writes a spreadsheet, not text for a terminal or a pipe: give -o FILE.xlsx",
+        )),
+    }
+}
+
+/// The unit of a figure of the report, from its JSON path; empty for a
+/// count, a label or a share.
+pub fn unit(path: &str) -> &'static str {
+    let first = path.split('.').next().unwrap_or(path);
+    let last = path.rsplit('.').next().unwrap_or(path);
+    let parts: Vec<&str> = path.split('.').collect();
+    let latency = |name: &str| matches!(name, "ttft" | "tpot" | "itl" | "e2e" | "dispatch_lag");
+    if last.ends_with("_per_s") || first == "throughput" {
+        if path.contains("tokens") {
+            "tokens/s"
+        } else {
+            "requests/s"
+        }
+    } else if last == "output_tokens_per_s_per_request"
+        || first == "output_tokens_per_s_per_request"
+    {
+        if last == "count" { "" } else { "tokens/s" }
+    } else if last.ends_with("_ms") || parts.iter().any(|p| p.ends_with("_ms")) {
+        if last == "count" { "" } else { "ms" }
+    } else if last.ends_with("_s") {
+        "s"
+    } else if parts.iter().any(|p| latency(p)) && parts.first() != Some(&"slo") {
+        if last == "count" { "" } else { "ms" }
+    } else if last.ends_with("tokens")
+        || (first.ends_with("length_error") && last != "count" && last != "exact")
+    {
+        "tokens"
+    } else {
+        ""
+    }
+}
+
+/// A flattened report value as a cell: numbers as numbers.
+fn cell(text: &str) -> Cell {
+    if text.is_empty() {
+        return Cell::Empty;
+    }
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && !text.starts_with('+') => Cell::Number(x),
+        _ => Cell::Text(text.to_string()),
+    }
+}
+
+/// Write the workbook.
+pub fn write(
+    path: &Path,
+    overall: &Value,
+    groups: &[(String, Value)],
+    by: Option<&str>,
+    requests: &[Vec<Cell>],
+) -> Result<()> {
+    let mut book = Workbook::new(path);
+
+    let mut headers = vec!["figure".to_string(), "unit".to_string(), "all".to_string()];
+    headers.extend(groups.iter().map(|(k, _)| match by {
+        Some(field) => format!("{field} = {k}"),
+        None => k.clone(),
+    }));
+    let group_values: Vec<HashMap<String, String>> = groups
+        .iter()
+        .map(|(_, j)| report::flatten(j).into_iter().collect())
+        .collect();
+    let rows: Vec<Vec<Cell>> = report::flatten(overall)
+        .into_iter()
+        .map(|(key, value)| {
+            let mut row = vec![
+                Cell::Text(key.clone()),
+                Cell::Text(unit(&key).to_string()),
+                cell(&value),
+            ];
+            row.extend(
+                group_values
+                    .iter()
+                    .map(|g| g.get(&key).map_or(Cell::Empty, |v| cell(v))),
+            );
+            row
+        })
+        .collect();
+    book.add_table("summary", &headers, &rows)?;
+
+    let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    book.add_table("requests", &headers, requests)?;
+
+    if let Some(series) = overall.get("windows").and_then(Value::as_array) {
+        // The keys as the report gives them, so that a new column of the
+        // series reaches the sheet too.
+        let keys: Vec<String> = series
+            .first()
+            .and_then(Value::as_object)
+            .map(|w| w.keys().cloned().collect())
+            .unwrap_or_default();
+        let headers: Vec<String> = keys
+            .iter()
+            .map(|k| match window_unit(k) {
+                "" => k.clone(),
+                u => format!("{k} ({u})"),
+            })
+            .collect();
+        let rows: Vec<Vec<Cell>> = series
+            .iter()
+            .map(|w| {
+                keys.iter()
+                    .map(|k| Cell::from_json(&w[k.as_str()]))
+                    .collect()
+            })
+            .collect();
+        book.add_table("windows", &headers, &rows)?;
+    }
+    book.close()
+}
+
+/// The unit of a column of the time series.
+fn window_unit(key: &str) -> &'static str {
+    if key.ends_with("_per_s") {
+        "tokens/s"
+    } else if key.ends_with("_s") {
+        "s"
+    } else if key.starts_with("ttft")
+        || key.starts_with("e2e")
+        || key.starts_with("tpot")
+        || key.starts_with("itl")
+    {
+        "ms"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_of_figures() {
+        for (path, want) in [
+            ("ttft.p99", "ms"),
+            ("ttft.count", ""),
+            ("duration_s", "s"),
+            ("throughput.requests_per_s", "requests/s"),
+            ("throughput.output_tokens_per_s", "tokens/s"),
+            ("peak.in_flight", ""),
+            ("peak.in_flight_resolution_ms", "ms"),
+            ("output_tokens", "tokens"),
+            ("output_tokens_per_s_per_request.p50", "tokens/s"),
+            ("slo.bounds.ttft_ms", "ms"),
+            ("slo.met.ttft", ""),
+            ("slo.goodput_per_s", "requests/s"),
+            ("prefix_cache.hit_rate", ""),
+            ("requests.ok", ""),
+            ("input_length_error.mean", "tokens"),
+            ("sessions.duration_ms.p50", "ms"),
+            ("conventions.aiperf.e2e.p50", "ms"),
+        ] {
+            assert_eq!(unit(path), want, "{path}");
+        }
+    }
+}
