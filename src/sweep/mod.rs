@@ -23,6 +23,7 @@ use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
 use crate::record::{Record, Speedup};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
+use crate::xlsx::{Cell, Workbook};
 
 const EXAMPLES: &str = "\
 Exit status: 0 when a speed met the SLO (the answer is printed), 1 when none
@@ -144,6 +145,22 @@ pub struct Args {
     /// Replay only the first N records in each run.
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
+
+    /// Scrape the server's Prometheus metrics during each run into
+    /// DIR/speed-X.metrics.ndjson (trace-summarize --metrics reads it):
+    /// from URL, or without one from the simulated server (--sim) or the
+    /// host and port of --url (its /metrics).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub metrics: Option<String>,
+
+    /// Time between two scrapes with --metrics.
+    #[arg(long, value_name = "D", default_value = "1s", requires = "metrics")]
+    pub metrics_every: String,
+
+    /// Also write the sweep to a spreadsheet FILE (.xlsx): a `sweep` sheet
+    /// with the rows, and a sheet per run with every figure of its report.
+    #[arg(long, value_name = "FILE")]
+    pub xlsx: Option<PathBuf>,
 
     /// A trace-replay flag for every run (`--replay-arg=--ignore-eos`,
     /// `--replay-arg=--max-concurrency=64`); repeatable.
@@ -330,8 +347,19 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(path) = &args.plot {
         plot::check_name(path)?;
     }
+    if let Some(path) = &args.xlsx {
+        if !path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("xlsx"))
+        {
+            return Err(Error::usage(format!(
+                "--xlsx {}: give a name ending in .xlsx",
+                path.display()
+            )));
+        }
+    }
     // Every run's flags are checked before the first run starts.
-    replay_args(args, "-", Path::new("-"))?;
+    replay_args(args, "trace.jsonl", Path::new("speed-1.ndjson"))?;
     let trace = Trace::read(&args.trace)?;
     std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(args.dir.display().to_string(), e))?;
     let mut plan = match (&args.speeds, args.search) {
@@ -404,7 +432,42 @@ fn print_rows(args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
     if let Some(path) = &args.plot {
         plot::write(path, args, rows, answer)?;
     }
+    if let Some(path) = &args.xlsx {
+        write_xlsx(path, rows)?;
+    }
     Ok(())
+}
+
+/// The rows as a `sweep` sheet, and each run's report as a sheet of
+/// figures.
+fn write_xlsx(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut sorted: Vec<&Row> = rows.iter().collect();
+    sorted.sort_by(|a, b| a.speed.total_cmp(&b.speed));
+    let mut book = Workbook::new(path);
+    if let Some(first) = sorted.first() {
+        let headers: Vec<String> = columns(first).into_iter().map(|(k, _)| k).collect();
+        let cells: Vec<Vec<Cell>> = sorted
+            .iter()
+            .map(|r| columns(r).iter().map(|(_, v)| Cell::from_json(v)).collect())
+            .collect();
+        book.add_table("sweep", &headers, &cells)?;
+    }
+    for r in &sorted {
+        let figures: Vec<Vec<Cell>> = report::flatten(&r.report)
+            .into_iter()
+            .map(|(k, v)| {
+                let value = match v.parse::<f64>() {
+                    Ok(n) => Cell::Number(n),
+                    Err(_) if v.is_empty() => Cell::Empty,
+                    Err(_) => Cell::Text(v),
+                };
+                vec![Cell::Text(k), value]
+            })
+            .collect();
+        let name = format!("speed-{}", speed_label(r.speed));
+        book.add_table(&name, &["figure".into(), "value".into()], &figures)?;
+    }
+    book.close()
 }
 
 /// `--cooldown`, then `--between`. A signal in the meantime ends the
@@ -462,8 +525,21 @@ fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args>
     // --limit and --duration are the sweep's: the engine is given only
     // the records of the run.
     argv.extend(["--warmup".into(), args.warmup.to_string()]);
+    if let Some(url) = &args.metrics {
+        let url = match (url.as_str(), &args.url) {
+            ("", Some(base)) => server_root(base)?,
+            (url, _) => url.to_string(),
+        };
+        if !url.is_empty() {
+            argv.extend(["--metrics-url".into(), url]);
+        }
+        let scrapes = results.with_extension("metrics.ndjson");
+        argv.push(format!("--metrics-every={}", args.metrics_every));
+        argv.push(format!("--metrics-out={}", scrapes.display()));
+    }
     argv.extend(args.replay_args.iter().cloned());
-    argv.extend(["-o".into(), results.display().to_string(), trace.into()]);
+    argv.push(format!("--output={}", results.display()));
+    argv.extend(["--".into(), trace.into()]);
     engine::Args::try_parse_from(&argv).map_err(|e| {
         let text = e.render().to_string();
         let first = text.lines().next().unwrap_or_default();
@@ -471,6 +547,16 @@ fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args>
             "--replay-arg: {} (give trace-replay's flags)",
             first.strip_prefix("error: ").unwrap_or(first)
         ))
+    })
+}
+
+/// `scheme://host:port` of a base URL: where its /metrics is.
+fn server_root(base: &str) -> Result<String> {
+    let url = reqwest::Url::parse(base).map_err(|e| Error::usage(format!("--url {base}: {e}")))?;
+    let host = url.host_str().unwrap_or_default();
+    Ok(match url.port() {
+        Some(port) => format!("{}://{host}:{port}", url.scheme()),
+        None => format!("{}://{host}", url.scheme()),
     })
 }
 

@@ -327,3 +327,54 @@ fn ctrl_c_stops_the_run_and_prints_the_rows_so_far() {
     let lines = std::fs::read_to_string(&second).unwrap().lines().count();
     assert_eq!(lines, 100);
 }
+
+#[test]
+fn each_run_keeps_its_server_scrape_and_the_sweep_is_a_spreadsheet() {
+    use calamine::{Reader, Xlsx, open_workbook};
+    let dir = TestDir::new("sweep-xlsx");
+    dir.write("trace.jsonl", trace());
+    let run = dir
+        .cmd("trace-sweep")
+        .args(["--sim", "--slo", "ttft=1s", "-o", "runs", "--speeds", "4,2"])
+        .args([
+            "--metrics",
+            "--metrics-every",
+            "100ms",
+            "--xlsx",
+            "sweep.xlsx",
+        ])
+        .arg("trace.jsonl")
+        .run();
+    run.code(0);
+    for label in ["2", "4"] {
+        let scrapes =
+            String::from_utf8(dir.read(&format!("runs/speed-{label}.metrics.ndjson"))).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_str(scrapes.lines().next().unwrap()).unwrap();
+        assert!(
+            first["samples"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .any(|k| k.starts_with("vllm:num_requests_running")),
+            "{first}"
+        );
+    }
+    let mut book: Xlsx<_> = open_workbook(dir.join("sweep.xlsx")).unwrap();
+    assert_eq!(book.sheet_names(), vec!["sweep", "speed-2", "speed-4"]);
+    let sweep = book.worksheet_range("sweep").unwrap();
+    let rows: Vec<Vec<calamine::Data>> = sweep.rows().map(|r| r.to_vec()).collect();
+    assert_eq!(rows[0][0], calamine::Data::String("speed".into()));
+    assert_eq!(rows[0][2], calamine::Data::String("offered_rps".into()));
+    // By speed; 47 gaps of 50 ms at 2× and 4×: 40/s and 80/s.
+    assert_eq!(rows[1][0], calamine::Data::Float(2.0));
+    assert_eq!(rows[1][2], calamine::Data::Float(40.0));
+    assert_eq!(rows[2][2], calamine::Data::Float(80.0));
+    let per_run = book.worksheet_range("speed-2").unwrap();
+    let figures: Vec<Vec<calamine::Data>> = per_run.rows().map(|r| r.to_vec()).collect();
+    let ok = figures
+        .iter()
+        .find(|r| r[0] == calamine::Data::String("requests.ok".into()))
+        .unwrap();
+    assert_eq!(ok[1], calamine::Data::Float(48.0));
+}

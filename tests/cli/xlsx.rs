@@ -170,9 +170,13 @@ itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tok
     }
 
     // Windows of 50 ms. [0, 50): five sends, e ends (an error). [50,
-    // 100): b, c, d end at 85, 75, 92; tokens 6 + 1 (d has no usage) in
-    // 0.05 s; TTFT 30, 50, 20 → p50 30, p99 50; E2E 75, 55, 62 → p50 62,
-    // p99 75. [100, 150): a, 4 tokens, TTFT 40, E2E 110.
+    // 100): b, c, d end at 85, 75, 92; TTFT 30, 50, 20 → p50 30, p99 50;
+    // E2E 75, 55, 62 → p50 62, p99 75. [100, 150): a ends, TTFT 40, E2E
+    // 110. Output tokens count when their chunks arrived, each answer's
+    // spread evenly over its chunks (d has no usage: none): a's 4 at 40,
+    // 60, 80, 100; b's 6 as 2 at 40, 50, 80; c's 1 at 70. So 1 + 2 = 3
+    // tokens in the first window (60/s), 2 + 2 + 2 + 1 = 7 in the second
+    // (140/s), 1 in the third (20/s).
     let windows = sheet(&mut book, "windows");
     assert_eq!(
         windows[0],
@@ -197,7 +201,7 @@ itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tok
                 n(5.0),
                 n(1.0),
                 n(1.0),
-                n(0.0),
+                n(60.0),
                 e.clone(),
                 e.clone(),
                 e.clone(),
@@ -219,7 +223,7 @@ itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tok
                 n(0.0),
                 n(1.0),
                 n(0.0),
-                n(80.0),
+                n(20.0),
                 n(40.0),
                 n(40.0),
                 n(110.0),
