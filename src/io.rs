@@ -475,6 +475,27 @@ impl Output {
     }
 }
 
+/// A plot is SVG, alone or inline in HTML: a `--plot` name promising
+/// another format (`run.png`) would get a file its viewers cannot open.
+pub fn check_plot_name(path: &Path, tool: &str) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ["svg", "html", "htm"]
+        .iter()
+        .any(|known| ext.eq_ignore_ascii_case(known))
+    {
+        return Ok(());
+    }
+    let what = if ext.is_empty() {
+        "has no extension".to_string()
+    } else {
+        format!("asks for .{ext}, which {tool} cannot draw")
+    };
+    Err(Error::usage(format!(
+        "--plot {}: the name {what}; give a name ending in .svg (the plot) or .html (the plot in a web page)",
+        path.display()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

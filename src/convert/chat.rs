@@ -139,7 +139,7 @@ fn as_text(v: Option<&Value>) -> String {
 }
 
 /// The text parts of a list of parts, joined.
-fn parts_text(parts: &[Value]) -> String {
+pub(super) fn parts_text(parts: &[Value]) -> String {
     parts
         .iter()
         .filter(|p| {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::chat::openai_messages;
+use super::chat::{openai_messages, parts_text};
 use super::fields::{Object, count, instant, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{Error, FieldError, Location, Result, quote_value};
@@ -1037,26 +1037,4 @@ fn indexed(attrs: &Object, prefix: &str, role: &str, content: &str, out: &mut Ve
             })),
         }
     }
-}
-
-fn as_text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// The text parts of a list of parts, joined.
-fn parts_text(parts: &[Value]) -> String {
-    parts
-        .iter()
-        .filter(|p| {
-            p.get("type")
-                .and_then(Value::as_str)
-                .is_none_or(|t| t == "text")
-        })
-        .map(|p| as_text(p.get("content").or_else(|| p.get("text"))))
-        .collect::<Vec<_>>()
-        .join("")
 }

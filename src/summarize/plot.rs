@@ -180,22 +180,7 @@ fn log_range(lo: f64, hi: f64) -> (f64, f64) {
 /// The plot is SVG, alone or inline in HTML: a name promising another
 /// format (`run.png`) would get a file its viewers cannot open.
 pub fn check_name(path: &Path) -> Result<()> {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if ["svg", "html", "htm"]
-        .iter()
-        .any(|known| ext.eq_ignore_ascii_case(known))
-    {
-        return Ok(());
-    }
-    let what = if ext.is_empty() {
-        "has no extension".to_string()
-    } else {
-        format!("asks for .{ext}, which trace-summarize cannot draw")
-    };
-    Err(Error::usage(format!(
-        "--plot {}: the name {what}; give a name ending in .svg (the plot) or .html (the plot in a web page)",
-        path.display()
-    )))
+    crate::io::check_plot_name(path, "trace-summarize")
 }
 
 /// What the plot draws besides the runs.

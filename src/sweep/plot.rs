@@ -25,17 +25,7 @@ fn plot_error(e: impl std::fmt::Display) -> Error {
 /// The plot is SVG, alone or inline in HTML; other names are refused
 /// before the sweep starts.
 pub fn check_name(path: &Path) -> Result<()> {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if ["svg", "html", "htm"]
-        .iter()
-        .any(|known| ext.eq_ignore_ascii_case(known))
-    {
-        return Ok(());
-    }
-    Err(Error::usage(format!(
-        "--plot {}: give a name ending in .svg (the plot) or .html (the plot in a web page)",
-        path.display()
-    )))
+    crate::io::check_plot_name(path, "trace-sweep")
 }
 
 /// The x of a run: its offered request rate, or its speed when the trace
@@ -286,8 +276,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 
 /// An axis number without noise: 10, not 10.0; 2.5, not 2.50.
 fn short(v: f64) -> String {
-    let text = format!("{v:.2}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
+    crate::report::num(&serde_json::Value::from(v), 2)
 }
 
 /// The answer, as a dashed vertical line.

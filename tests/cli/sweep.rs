@@ -252,7 +252,8 @@ fn bad_flags_are_refused_before_any_run() {
         ),
         (
             &["--sim", "--plot", "x.png"],
-            "--plot x.png: give a name ending in .svg",
+            "--plot x.png: the name asks for .png, which trace-sweep cannot draw; give a name \
+             ending in .svg",
         ),
         (&["--sim", "--speeds", "1,0"], "`0` is not a speed"),
         (&["--sim", "--search", "4..1"], "`4..1`: 4 is above 1"),
