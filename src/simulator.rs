@@ -609,7 +609,14 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
         for k in 0..max_tokens {
             if k > 0 {
                 due += itl(&sim);
-                tokio::time::sleep_until(due).await;
+                if cut_at == Some(k) {
+                    // A cut comes a whole gap after the last token was
+                    // sent (not at its due time, which may have passed),
+                    // so that token reaches the client before the close.
+                    tokio::time::sleep(itl(&sim)).await;
+                } else {
+                    tokio::time::sleep_until(due).await;
+                }
             }
             if cut_at == Some(k) {
                 let _ = tx
