@@ -112,12 +112,17 @@ pub struct Args {
     #[arg(long)]
     pub keep_messages: bool,
 
-    /// Give the records of every source `after` and `delay` from the
-    /// dependency graph of their session (else trace), as otel input always
-    /// has them: for Langfuse observations of one trace, LiteLLM calls of
-    /// one session.
-    #[arg(long)]
+    /// Write each session's (else trace's) calls as their dependency
+    /// graph, `after` and `delay`, where the log has call ids and end times
+    /// (otel, Langfuse observations, LiteLLM sessions). The default.
+    #[arg(long, overrides_with = "no_graph")]
     pub graph: bool,
+
+    /// Write sessions as a chain of turns instead (`session_id`, and
+    /// `delay` after the previous turn), without `after`: the output of
+    /// earlier releases, for replayers that do not follow `after`.
+    #[arg(long, overrides_with = "graph")]
+    pub no_graph: bool,
 
     /// Tokenizer for content hashing, and for counting the tokens of a
     /// call whose log has its text but no count: o200k_base, cl100k_base,
@@ -868,7 +873,7 @@ fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summar
     // Stable: ties keep the order they were read in.
     kept.sort_by_key(|r| r.start_ns);
 
-    if args.graph {
+    if !args.no_graph {
         for r in kept.iter_mut().filter(|r| r.group.is_none()) {
             r.group = r.session.clone().or_else(|| r.trace_id.clone());
         }

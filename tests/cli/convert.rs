@@ -1117,3 +1117,46 @@ fn calls_without_token_counts_are_counted_from_their_text_and_marked() {
         run.stderr
     );
 }
+
+#[test]
+fn litellm_calls_of_one_session_become_their_dependency_graph() {
+    // Session sess-a: c1 runs 0-1000 ms; c2 (1100-2000) and c3
+    // (1100-2500) both start after c1 ended, so both wait for it (fan-out,
+    // 100 ms after its end); c4 starts at 2600, after both ended: it joins
+    // them, c3 first as the one that ended last, 100 ms after c3's end.
+    let path = data("convert/litellm_session_fanout.constructed.jsonl");
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    run.code(0);
+    let graph: Vec<Value> = run
+        .lines()
+        .iter()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            json!([r["id"], r["timestamp"], r["session_id"], r["after"], r["delay"]])
+        })
+        .collect();
+    assert_eq!(
+        graph,
+        [
+            json!(["c1", 0, "sess-a", null, null]),
+            json!(["c2", 1100, "sess-a", ["c1"], 100]),
+            json!(["c3", 1100, "sess-a", ["c1"], 100]),
+            json!(["c4", 2600, "sess-a", ["c3", "c2"], 100]),
+        ]
+    );
+    // --no-graph: the chain of turns, each `delay` after the previous
+    // turn's end in start order, never negative (c3 started before c2's
+    // end at 2000: 0; c4 100 ms after c3's end at 2500).
+    let chain = Cmd::new("trace-convert").arg("--no-graph").arg(&path).run();
+    chain.code(0);
+    let delays: Vec<Value> = chain
+        .lines()
+        .iter()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            assert!(r.get("after").is_none(), "{l}");
+            r["delay"].clone()
+        })
+        .collect();
+    assert_eq!(delays, [json!(null), json!(100), json!(0), json!(100)]);
+}

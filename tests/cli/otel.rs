@@ -988,12 +988,17 @@ fn a_call_with_no_output_count_and_no_max_tokens_is_dropped_and_counted() {
 }
 
 #[test]
-fn graph_flag_gives_langfuse_observations_of_one_trace_their_dependencies() {
+fn langfuse_observations_of_one_trace_get_their_dependencies() {
     let path = data("convert/ui_trace_download.openai-agents-2025-09-30.json");
-    let plain = Cmd::new("trace-convert").arg(&path).run();
-    plain.code(0);
-    assert!(!plain.stdout_str().contains("\"after\""));
-    let run = Cmd::new("trace-convert").arg("--graph").arg(&path).run();
+    let chain = Cmd::new("trace-convert").arg("--no-graph").arg(&path).run();
+    chain.code(0);
+    assert!(!chain.stdout_str().contains("\"after\""));
+    // The graph is the default; `--graph` says so.
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    assert_eq!(
+        Cmd::new("trace-convert").arg("--graph").arg(&path).run().stdout,
+        run.stdout
+    );
     let got = records(&run);
     // 98870087af69bf06 ends at 09:04:00.999, 90d94774e8e3724d starts at
     // 09:04:01.001 (1038 ms after the first started).

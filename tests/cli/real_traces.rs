@@ -32,6 +32,8 @@ fn langfuse_latency_unit_follows_the_observation_times() {
     // gen-1 ran 1.707 s (latency 1707), gen-2 912 ms with its first
     // token at 240 ms; gen-3's latency 5 fits its 1.2 s neither way.
     // Sessions come from trace.sessionId: the observations carry none.
+    // Each call waits for the one before it: gen-1 ended at 1707, 293 ms
+    // before gen-2 started; gen-2 at 2912, 88 ms before gen-3.
     let run = Cmd::new("trace-convert")
         .arg(data(
             "convert/ui_trace_download.pydantic-ai.constructed.json",
@@ -42,8 +44,8 @@ fn langfuse_latency_unit_follows_the_observation_times() {
         run.lines(),
         [
             r#"{"timestamp":0,"input_length":120,"output_length":30,"session_id":"chat-42","model":"gpt-4o","id":"gen-1","observed":{"prompt_tokens":120,"completion_tokens":30,"e2e_ms":1707,"status":"ok"}}"#,
-            r#"{"timestamp":2000,"input_length":180,"output_length":12,"session_id":"chat-42","delay":293,"model":"gpt-4o","id":"gen-2","observed":{"prompt_tokens":180,"completion_tokens":12,"ttft_ms":240,"e2e_ms":912,"status":"ok"}}"#,
-            r#"{"timestamp":3000,"input_length":200,"output_length":8,"session_id":"chat-42","delay":88,"model":"gpt-4o","id":"gen-3","observed":{"prompt_tokens":200,"completion_tokens":8,"e2e_ms":5000,"status":"ok"}}"#,
+            r#"{"timestamp":2000,"input_length":180,"output_length":12,"session_id":"chat-42","model":"gpt-4o","id":"gen-2","observed":{"prompt_tokens":180,"completion_tokens":12,"ttft_ms":240,"e2e_ms":912,"status":"ok"},"after":["gen-1"],"delay":293}"#,
+            r#"{"timestamp":3000,"input_length":200,"output_length":8,"session_id":"chat-42","model":"gpt-4o","id":"gen-3","observed":{"prompt_tokens":200,"completion_tokens":8,"e2e_ms":5000,"status":"ok"},"after":["gen-2"],"delay":88}"#,
         ]
     );
     let file = data("convert/ui_trace_download.pydantic-ai.constructed.json");
@@ -86,6 +88,8 @@ fn litellm_ttft_only_for_streamed_calls_and_embeddings_are_not_failures() {
 fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
     // LiteLLM's Langfuse logger: a non-streamed Bedrock call has
     // completionStartTime equal to endTime; another says stream "false".
+    // Both are calls of trace tr-1: gen-c waits for gen-b, which ended
+    // at 237 ms, 1601 ms before gen-c started.
     let batch = serde_json::json!({
         "batch": [
             {"id": "e1", "type": "trace-create", "timestamp": "2025-06-22T16:59:08Z",
@@ -113,8 +117,8 @@ fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
     assert_eq!(
         run.lines(),
         [
-            r#"{"timestamp":0,"input_length":10,"output_length":5,"model":"anthropic.claude-3-haiku","id":"gen-b","observed":{"prompt_tokens":10,"completion_tokens":5,"e2e_ms":237,"status":"ok"}}"#,
-            r#"{"timestamp":1838,"input_length":20,"output_length":6,"model":"anthropic.claude-3-haiku","id":"gen-c","observed":{"prompt_tokens":20,"completion_tokens":6,"e2e_ms":500,"status":"ok"}}"#,
+            r#"{"timestamp":0,"input_length":10,"output_length":5,"session_id":"tr-1","model":"anthropic.claude-3-haiku","id":"gen-b","observed":{"prompt_tokens":10,"completion_tokens":5,"e2e_ms":237,"status":"ok"}}"#,
+            r#"{"timestamp":1838,"input_length":20,"output_length":6,"session_id":"tr-1","model":"anthropic.claude-3-haiku","id":"gen-c","observed":{"prompt_tokens":20,"completion_tokens":6,"e2e_ms":500,"status":"ok"},"after":["gen-b"],"delay":1601}"#,
         ]
     );
 }
