@@ -18,9 +18,10 @@ use super::fields::Object;
 use crate::error::{Error, Location, Result};
 use crate::record::Record;
 
-/// JSON objects in any container shape, or, when the content does not
-/// start with `{` or `[`, CSV rows with a header, each row an object of
-/// string cells named by the header: for logs exported either way.
+/// JSON objects in any container shape, the rows of a Parquet file, or,
+/// when the content does not start with `{` or `[`, CSV rows with a
+/// header, each row an object of string cells named by the header: for
+/// logs exported any of these ways.
 pub fn for_each_object_or_row(
     mut reader: Box<dyn BufRead + Send>,
     source: Arc<str>,
@@ -29,6 +30,9 @@ pub fn for_each_object_or_row(
     mut f: impl FnMut(&mut Ctx, &Location, Object) -> Result<()>,
 ) -> Result<()> {
     let head = reader.fill_buf().map_err(|e| Error::io(&*source, e))?;
+    if super::parquet::starts(head) {
+        return super::parquet::for_each_row(reader, source, ctx, f);
+    }
     // A byte-order mark may open an exported file.
     let first = head
         .iter()

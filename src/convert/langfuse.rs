@@ -2,7 +2,7 @@
 //! API (v1 page-based and v2 cursor-based responses, `{"data": [...]}`), the
 //! UI "download trace" JSON (`{"trace": {...}, "observations": [...]}`), the
 //! UI batch export (CSV, JSON, JSONL; camelCase) and the blob-storage export
-//! (JSONL, snake_case, naive UTC times), and ingestion batches
+//! (JSONL or Parquet, snake_case, naive UTC times in JSONL), and ingestion batches
 //! (`{"batch": [{"type": "generation-create", "body": …}]}`, as LiteLLM's
 //! Langfuse logger sends them; times with the host's offset).
 //!
@@ -28,6 +28,10 @@ use crate::error::{FieldError, Location, Result};
 /// Langfuse's own keys (JSON), or its `traceId` and `startTime` columns
 /// (the UI's CSV export).
 pub fn sniff(head: &Head) -> bool {
+    // Parquet: only Langfuse's blob-storage export comes so.
+    if head.starts_with("PAR1") {
+        return true;
+    }
     if head.is_json() {
         head.contains_any(&[
             "\"generation-create\"",

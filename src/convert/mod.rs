@@ -24,6 +24,7 @@ pub mod litellm;
 pub mod mooncake;
 pub mod openai_batch;
 pub mod otel;
+pub mod parquet;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -275,6 +276,11 @@ impl Head<'_> {
     /// The input starts as JSON (an object or an array).
     pub fn is_json(&self) -> bool {
         self.text.starts_with('{') || self.text.starts_with('[')
+    }
+
+    /// The input starts with `prefix` (after any blank space).
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        self.text.starts_with(prefix)
     }
 
     /// The text holds `needle` anywhere.

@@ -665,6 +665,32 @@ fn langfuse_api_responses_and_exports() {
     assert_eq!(blob.json_lines(), v2);
     assert_eq!(blob.stderr.matches("no time zone").count(), 1);
 
+    // The same export as Parquet (ClickHouse's own writer: see
+    // langfuse_parquet.py): the same records, and times that are UTC.
+    let parquet = convert(&[
+        &fixture("blob_export_observations.parquet"),
+        &fixture("blob_export_traces.parquet"),
+    ]);
+    assert_eq!(parquet.json_lines(), v2);
+    assert!(
+        !parquet.stderr.contains("no time zone"),
+        "{}",
+        parquet.stderr
+    );
+    let messages = |files: [&str; 2]| {
+        convert(&["--keep-messages", &fixture(files[0]), &fixture(files[1])]).json_lines()
+    };
+    assert_eq!(
+        messages([
+            "blob_export_observations.parquet",
+            "blob_export_traces.parquet"
+        ]),
+        messages([
+            "blob_export_observations.constructed.jsonl",
+            "blob_export_traces.constructed.jsonl"
+        ])
+    );
+
     // UI CSV export: dates JSON-quoted inside the cells.
     let csv = convert(&[&fixture("ui_batch_export_observations.constructed.csv")]).json_lines();
     assert_eq!(csv[1]["timestamp"], json!(36876));
@@ -1132,7 +1158,13 @@ fn litellm_calls_of_one_session_become_their_dependency_graph() {
         .iter()
         .map(|l| {
             let r: Value = serde_json::from_str(l).unwrap();
-            json!([r["id"], r["timestamp"], r["session_id"], r["after"], r["delay"]])
+            json!([
+                r["id"],
+                r["timestamp"],
+                r["session_id"],
+                r["after"],
+                r["delay"]
+            ])
         })
         .collect();
     assert_eq!(
@@ -1159,4 +1191,44 @@ fn litellm_calls_of_one_session_become_their_dependency_graph() {
         })
         .collect();
     assert_eq!(delays, [json!(null), json!(100), json!(0), json!(100)]);
+}
+
+#[test]
+fn a_damaged_parquet_file_is_an_error_naming_it_never_a_panic() {
+    let dir = TestDir::new("convert-parquet-damaged");
+    let good = std::fs::read(data("convert/blob_export_observations.parquet")).unwrap();
+    let path = dir.path.join("obs.parquet");
+    std::fs::write(&path, &good[..5000]).unwrap();
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    run.code(2);
+    assert!(
+        run.stderr.contains(&format!(
+            "trace-convert: error: {}: not a Parquet file this reader can read: ",
+            path.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    // Bytes changed all over the file (pages, footer, the index's lengths):
+    // each run ends with records or an error, never a panic.
+    for k in 0..48 {
+        let mut bad = good.clone();
+        let at = (k * 7919 + 13) % bad.len();
+        bad[at] ^= 0x5a;
+        let second = (at * 31) % bad.len();
+        bad[second] = 0xff;
+        std::fs::write(&path, &bad).unwrap();
+        let run = Cmd::new("trace-convert").arg(&path).run();
+        assert!(
+            matches!(run.code, 0 | 2),
+            "byte {at}: exit {}\n{}",
+            run.code,
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains("panicked"),
+            "byte {at}: {}",
+            run.stderr
+        );
+    }
 }

@@ -996,7 +996,11 @@ fn langfuse_observations_of_one_trace_get_their_dependencies() {
     // The graph is the default; `--graph` says so.
     let run = Cmd::new("trace-convert").arg(&path).run();
     assert_eq!(
-        Cmd::new("trace-convert").arg("--graph").arg(&path).run().stdout,
+        Cmd::new("trace-convert")
+            .arg("--graph")
+            .arg(&path)
+            .run()
+            .stdout,
         run.stdout
     );
     let got = records(&run);
