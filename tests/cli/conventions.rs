@@ -33,7 +33,7 @@ fn summarize(args: &[&str]) -> Value {
 
 /// count, mean, std, min, p50, p90, p95, p99, max.
 #[track_caller]
-fn figures(v: &Value, count: u64, want: [f64; 8]) {
+pub(crate) fn figures(v: &Value, count: u64, want: [f64; 8]) {
     assert_eq!(v["count"].as_u64(), Some(count), "count in {v}");
     let keys = ["mean", "std", "min", "p50", "p90", "p95", "p99", "max"];
     for (k, w) in keys.iter().zip(want) {
@@ -45,14 +45,56 @@ fn figures(v: &Value, count: u64, want: [f64; 8]) {
 }
 
 #[track_caller]
-fn close(got: &Value, want: f64) {
+pub(crate) fn close(got: &Value, want: f64) {
     let g = got.as_f64().unwrap_or_else(|| panic!("{got}"));
     assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
 }
 
 /// numpy's default percentile ("linear") of 20, 30, 40, 50: index
 /// 3 × p/100 = 1.5, 2.7, 2.85, 2.97 → 35, 47, 48.5, 49.7.
-const TTFT_LINEAR: [f64; 8] = [35.0, 11.180339887498949, 20.0, 35.0, 47.0, 48.5, 49.7, 50.0];
+pub(crate) const TTFT_LINEAR: [f64; 8] =
+    [35.0, 11.180339887498949, 20.0, 35.0, 47.0, 48.5, 49.7, 50.0];
+
+/// Latency to the last content chunk: 100, 70, 50, 60; sorted 50, 60, 70,
+/// 100; mean 70; variance (400 + 100 + 0 + 900) / 4 = 350; p50 at 1.5: 65;
+/// p90 at 2.7: 70 + 0.7 × 30 = 91; p95 at 2.85: 95.5; p99 at 2.97: 99.1.
+pub(crate) fn e2e_to_last_token_linear() -> [f64; 8] {
+    [70.0, 350f64.sqrt(), 50.0, 65.0, 91.0, 95.5, 99.1, 100.0]
+}
+
+/// Per request (latency − TTFT) / (tokens − 1): a (100 − 40) / 3 = 20, b
+/// (70 − 30) / 5 = 8, d (60 − 20) / (2 − 1) = 40; c has none. Sorted 8,
+/// 20, 40; mean 68 / 3; variance 2064 / 3 − (68 / 3)² = 1568 / 9; index
+/// 2 × p/100: p50 20, p90 at 1.8: 36, p95 38, p99 39.6.
+pub(crate) fn per_request_tpot_linear() -> [f64; 8] {
+    [
+        68.0 / 3.0,
+        (1568.0f64 / 9.0).sqrt(),
+        8.0,
+        20.0,
+        36.0,
+        38.0,
+        39.6,
+        40.0,
+    ]
+}
+
+/// The gaps pooled: 20, 20, 20, 10, 30, 40; sorted 10, 20, 20, 20, 30,
+/// 40; mean 70 / 3; variance 3800 / 6 − (70 / 3)² = 800 / 9; index 5 ×
+/// p/100: p50 at 2.5: 20, p90 at 4.5: 35, p95 at 4.75: 37.5, p99 at 4.95:
+/// 39.5.
+pub(crate) fn pooled_gaps_linear() -> [f64; 8] {
+    [
+        70.0 / 3.0,
+        (800.0f64 / 9.0).sqrt(),
+        10.0,
+        20.0,
+        35.0,
+        37.5,
+        39.5,
+        40.0,
+    ]
+}
 
 #[test]
 fn aiperf() {
@@ -66,51 +108,12 @@ fn aiperf() {
     assert_eq!(j["convention"], "aiperf");
     assert_eq!(j["follows"], "AIPerf 0.13.0");
     figures(&j["ttft"], 4, TTFT_LINEAR);
-    // Request latency, to the last content chunk: 100, 70, 50, 60; sorted
-    // 50, 60, 70, 100; mean 70; variance (400 + 100 + 0 + 900) / 4 = 350;
-    // p50 at 1.5: 65; p90 at 2.7: 70 + 0.7 × 30 = 91; p95 at 2.85: 95.5;
-    // p99 at 2.97: 99.1.
-    figures(
-        &j["e2e"],
-        4,
-        [70.0, 350f64.sqrt(), 50.0, 65.0, 91.0, 95.5, 99.1, 100.0],
-    );
-    // Inter Token Latency (tracekit's TPOT slot): a (100 − 40) / 3 = 20,
-    // b (70 − 30) / 5 = 8, d (60 − 20) / (2 − 1) = 40; c has none. Sorted
-    // 8, 20, 40; mean 68 / 3; variance 2064 / 3 − (68 / 3)² = 1568 / 9;
-    // index 2 × p/100: p50 20, p90 at 1.8: 36, p95 38, p99 39.6.
-    figures(
-        &j["tpot"],
-        3,
-        [
-            68.0 / 3.0,
-            (1568.0f64 / 9.0).sqrt(),
-            8.0,
-            20.0,
-            36.0,
-            38.0,
-            39.6,
-            40.0,
-        ],
-    );
-    // Inter Chunk Latency (tracekit's ITL slot): 20, 20, 20, 10, 30, 40;
-    // sorted 10, 20, 20, 20, 30, 40; mean 70 / 3; variance 3800 / 6 −
-    // (70 / 3)² = 800 / 9; index 5 × p/100: p50 at 2.5: 20, p90 at 4.5:
-    // 35, p95 at 4.75: 37.5, p99 at 4.95: 39.5.
-    figures(
-        &j["itl"],
-        6,
-        [
-            70.0 / 3.0,
-            (800.0f64 / 9.0).sqrt(),
-            10.0,
-            20.0,
-            35.0,
-            37.5,
-            39.5,
-            40.0,
-        ],
-    );
+    // Request latency, to the last content chunk.
+    figures(&j["e2e"], 4, e2e_to_last_token_linear());
+    // Inter Token Latency (tracekit's TPOT slot), per request.
+    figures(&j["tpot"], 3, per_request_tpot_linear());
+    // Inter Chunk Latency (tracekit's ITL slot): the gaps pooled.
+    figures(&j["itl"], 6, pooled_gaps_linear());
     // Output tokens 4 + 6 + 1 + 2 (d's chunks), over 0 to 110 ms.
     assert_eq!(j["output_tokens"], 13);
     assert_eq!(j["output_tokens_from_chunks"], 1);
@@ -130,42 +133,11 @@ fn vllm() {
     // Not the role-only chunks: with them a and d would be 10 and 5.
     figures(&j["ttft"], 4, TTFT_LINEAR);
     // E2EL, to the last token chunk, as AIPerf's request latency above.
-    figures(
-        &j["e2e"],
-        4,
-        [70.0, 350f64.sqrt(), 50.0, 65.0, 91.0, 95.5, 99.1, 100.0],
-    );
-    // TPOT: (100 − 40) / 3 = 20, (70 − 30) / 5 = 8, d (60 − 20) / 1 = 40
-    // with its 2 chunks for tokens; c (one token) has none. As above.
-    figures(
-        &j["tpot"],
-        3,
-        [
-            68.0 / 3.0,
-            (1568.0f64 / 9.0).sqrt(),
-            8.0,
-            20.0,
-            36.0,
-            38.0,
-            39.6,
-            40.0,
-        ],
-    );
-    // ITL: every gap after the first token, pooled, as above.
-    figures(
-        &j["itl"],
-        6,
-        [
-            70.0 / 3.0,
-            (800.0f64 / 9.0).sqrt(),
-            10.0,
-            20.0,
-            35.0,
-            37.5,
-            39.5,
-            40.0,
-        ],
-    );
+    figures(&j["e2e"], 4, e2e_to_last_token_linear());
+    // TPOT: d counts its 2 chunks for tokens; c (one token) has none.
+    figures(&j["tpot"], 3, per_request_tpot_linear());
+    // ITL: every gap after the first token, pooled.
+    figures(&j["itl"], 6, pooled_gaps_linear());
     assert_eq!(j["output_tokens"], 13);
 }
 
@@ -182,6 +154,13 @@ fn guidellm() {
     // weighted mean and variance).
     let j = summarize(&["--convention", "guidellm"]);
     assert_eq!(j["follows"], "GuideLLM 0.8.1");
+    guidellm_figures(&j);
+}
+
+/// GuideLLM's figures for these requests, from its formulas (see
+/// [`guidellm`]): peers.rs holds its benchmarks.json to them too.
+#[track_caller]
+pub(crate) fn guidellm_figures(j: &Value) {
     // TTFT, weight 1 each: shares 0.25, 0.5, 0.75, 1 → p50 30, p90 50.
     figures(
         &j["ttft"],

@@ -18,25 +18,12 @@
 //! GuideLLM's at the request's end, and it keeps no gaps (b's are spread
 //! evenly: 20, 20) and d has no usage.
 
-use serde_json::Value;
 
+use crate::conventions::{
+    TTFT_LINEAR, close, e2e_to_last_token_linear, figures, guidellm_figures,
+    per_request_tpot_linear, pooled_gaps_linear,
+};
 use crate::util::{Cmd, TestDir, data};
-
-#[track_caller]
-fn figures(v: &Value, count: u64, want: [f64; 8]) {
-    assert_eq!(v["count"].as_u64(), Some(count), "count in {v}");
-    let keys = ["mean", "std", "min", "p50", "p90", "p95", "p99", "max"];
-    for (k, w) in keys.iter().zip(want) {
-        let g = v[*k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
-        assert!((g - w).abs() < 1e-9, "{k}: got {g}, want {w}");
-    }
-}
-
-#[track_caller]
-fn close(got: &Value, want: f64) {
-    let g = got.as_f64().unwrap_or_else(|| panic!("{got}"));
-    assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
-}
 
 /// `--requests csv` of a peer file: the result records it was read as,
 /// and the warning.
@@ -107,50 +94,13 @@ fn aiperf_export_summarizes_as_aiperf_printed_it() {
     assert_eq!(j["follows"], "AIPerf 0.13.0");
     assert_eq!(j["requests"]["ok"], 4);
     assert_eq!(j["requests"]["error"], 1);
-    // Time to First Token: 40, 30, 50, 20; numpy's index 3p/100: p50 at
-    // 1.5 → 35, p90 at 2.7 → 47, p95 48.5, p99 49.7; variance 125.
-    figures(
-        &j["ttft"],
-        4,
-        [35.0, 125f64.sqrt(), 20.0, 35.0, 47.0, 48.5, 49.7, 50.0],
-    );
-    // Request Latency: 100, 70, 50, 60; mean 70; variance 350.
-    figures(
-        &j["e2e"],
-        4,
-        [70.0, 350f64.sqrt(), 50.0, 65.0, 91.0, 95.5, 99.1, 100.0],
-    );
-    // Inter Token Latency: (100 − 40) / 3 = 20, (70 − 30) / 5 = 8,
-    // (60 − 20) / 1 = 40, as the export's own inter_token_latency says.
-    figures(
-        &j["tpot"],
-        3,
-        [
-            68.0 / 3.0,
-            (1568.0f64 / 9.0).sqrt(),
-            8.0,
-            20.0,
-            36.0,
-            38.0,
-            39.6,
-            40.0,
-        ],
-    );
-    // Inter Chunk Latency: the six gaps pooled.
-    figures(
-        &j["itl"],
-        6,
-        [
-            70.0 / 3.0,
-            (800.0f64 / 9.0).sqrt(),
-            10.0,
-            20.0,
-            35.0,
-            37.5,
-            39.5,
-            40.0,
-        ],
-    );
+    // Time to First Token, Request Latency (to the last token), Inter
+    // Token Latency (as the export's own inter_token_latency says) and
+    // Inter Chunk Latency: as conventions.rs works them out.
+    figures(&j["ttft"], 4, TTFT_LINEAR);
+    figures(&j["e2e"], 4, e2e_to_last_token_linear());
+    figures(&j["tpot"], 3, per_request_tpot_linear());
+    figures(&j["itl"], 6, pooled_gaps_linear());
     // Output Sequence Length 4 + 6 + 1 + 2; Request Throughput 4 / 0.1 s;
     // Output Token Throughput 13 / 0.1 s.
     assert_eq!(j["output_tokens"], 13);
@@ -215,16 +165,8 @@ fn vllm_detailed_results_become_results() {
         .run();
     run.code(0);
     let j = run.json();
-    figures(
-        &j["ttft"],
-        4,
-        [35.0, 125f64.sqrt(), 20.0, 35.0, 47.0, 48.5, 49.7, 50.0],
-    );
-    figures(
-        &j["e2e"],
-        4,
-        [70.0, 350f64.sqrt(), 50.0, 65.0, 91.0, 95.5, 99.1, 100.0],
-    );
+    figures(&j["ttft"], 4, TTFT_LINEAR);
+    figures(&j["e2e"], 4, e2e_to_last_token_linear());
     close(&j["tpot"]["mean"], 68.0 / 3.0);
     close(&j["itl"]["p90"], 35.0);
     assert_eq!(j["output_tokens"], 13);
@@ -295,41 +237,7 @@ fn guidellm_report_becomes_results() {
         .run();
     run.code(0);
     let j = run.json();
-    figures(
-        &j["ttft"],
-        4,
-        [35.0, 125f64.sqrt(), 20.0, 30.0, 50.0, 50.0, 50.0, 50.0],
-    );
-    let mean = 280.0 / 13.0;
-    let var = 45700.0 / 6.0 / 13.0 - mean * mean;
-    figures(
-        &j["tpot"],
-        4,
-        [mean, var.sqrt(), 70.0 / 6.0, 25.0, 30.0, 50.0, 50.0, 50.0],
-    );
-    let mean = 140.0 / 9.0;
-    let var = 3120.0 / 9.0 - mean * mean;
-    figures(
-        &j["itl"],
-        3,
-        [mean, var.sqrt(), 8.0, 8.0, 40.0, 40.0, 40.0, 40.0],
-    );
-    figures(
-        &j["e2e"],
-        4,
-        [
-            75.5,
-            448.25f64.sqrt(),
-            55.0,
-            62.0,
-            110.0,
-            110.0,
-            110.0,
-            110.0,
-        ],
-    );
-    assert_eq!(j["output_tokens"], 13);
-    assert_eq!(j["output_tokens_from_chunks"], 1);
+    guidellm_figures(&j);
     // The targeted starts give a dispatch lag of 1 ms each.
     close(&j["dispatch_lag"]["max"], 1.0);
     // From the first send (1) to the last end (a: 1 + 110).
