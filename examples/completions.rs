@@ -8,21 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
 /// Every binary with its flags.
 pub fn tools() -> Vec<(&'static str, clap::Command)> {
-    vec![
-        ("trace-convert", tracekit::convert::Args::command()),
-        ("trace-validate", tracekit::validate::Args::command()),
-        ("trace-slice", tracekit::slice::Args::command()),
-        ("trace-rescale", tracekit::rescale::Args::command()),
-        ("trace-summarize", tracekit::summarize::Args::command()),
-        ("trace-synth", tracekit::synth::Args::command()),
-        ("trace-replay", tracekit::replay::Args::command()),
-        ("trace-sim", tracekit::sim::Args::command()),
-    ]
+    tracekit::commands()
 }
 
 /// Where each shell looks for a command's completions under SHARE.

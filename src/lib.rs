@@ -65,3 +65,20 @@ pub mod json;
 pub mod text;
 pub mod time;
 pub mod xlsx;
+
+/// Every binary's name with its flags, for what documents them all (shell
+/// completions, the man pages' drift test).
+pub fn commands() -> Vec<(&'static str, clap::Command)> {
+    use clap::CommandFactory;
+    vec![
+        ("trace-convert", convert::Args::command()),
+        ("trace-validate", validate::Args::command()),
+        ("trace-slice", slice::Args::command()),
+        ("trace-rescale", rescale::Args::command()),
+        ("trace-summarize", summarize::Args::command()),
+        ("trace-synth", synth::Args::command()),
+        ("trace-replay", replay::Args::command()),
+        ("trace-sim", sim::Args::command()),
+        ("trace-sweep", sweep::Args::command()),
+    ]
+}

@@ -4,20 +4,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use clap::CommandFactory;
 
 fn tools() -> Vec<(&'static str, clap::Command)> {
-    vec![
-        ("trace-convert", tracekit::convert::Args::command()),
-        ("trace-validate", tracekit::validate::Args::command()),
-        ("trace-slice", tracekit::slice::Args::command()),
-        ("trace-rescale", tracekit::rescale::Args::command()),
-        ("trace-summarize", tracekit::summarize::Args::command()),
-        ("trace-synth", tracekit::synth::Args::command()),
-        ("trace-replay", tracekit::replay::Args::command()),
-        ("trace-sim", tracekit::sim::Args::command()),
-        ("trace-sweep", tracekit::sweep::Args::command()),
-    ]
+    tracekit::commands()
 }
 
 fn help_flags(cmd: &clap::Command) -> BTreeSet<String> {
