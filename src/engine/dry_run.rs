@@ -4,49 +4,61 @@ use serde_json::json;
 
 use super::args::Args;
 use super::feed::Feed;
-use super::request::BodyOptions;
+use super::request::{BodyOptions, Prepared};
+use super::schedule::{Pace, Plan, Schedule, Turn};
 use crate::cli::{self, Outcome};
 use crate::error::Result;
 use crate::io::{InputSpec, Output};
 use crate::result::round_us;
 
-/// --dry-run: the schedule as JSON lines, nothing sent.
+/// --dry-run: the schedule as JSON lines, nothing sent. Each record goes
+/// through the run's own [`Schedule`] (no request ever completes), so what
+/// is printed is what the run decides: due at a time, or after the
+/// records it waits for. Warmup records, sent before the clock starts,
+/// are not in it.
 pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut feed = Feed::new(args, inputs, opts);
-    let mut sessions = std::collections::HashSet::new();
-    let mut ids = std::collections::HashSet::new();
-    let mut origin: Option<f64> = None;
-    let mut last_ts = 0.0;
+    let mut schedule: Schedule<Planned> = Schedule::new(match args.concurrency {
+        Some(workers) => Pace::Closed {
+            workers: workers as usize,
+        },
+        None => Pace::Open {
+            max_in_flight: None,
+        },
+    });
+    let mut origin_set = false;
     while let Some(req) = feed.next(false)? {
         let warmup = feed.in_warmup();
-        if !warmup && args.shard.is_some() {
-            origin = origin.or(feed.first_timestamp);
-        }
-        let ts = req.timestamp.unwrap_or(last_ts);
-        last_ts = ts;
-        // As the schedule decides: the ids `after` names that an earlier
-        // record has, else the previous turn of the session.
-        let waits_for: Vec<&String> = req.after.iter().filter(|a| ids.contains(*a)).collect();
-        for unknown in req.after.iter().filter(|a| !ids.contains(*a)) {
-            cli::warn(format!(
-                "record {}: `after` names `{unknown}`, which no earlier record of this run has \
-                 (sliced away?): it is scheduled as if it had no such dependency",
-                req.index + 1
-            ));
-        }
-        let follows = match &req.session_id {
-            Some(s) => !sessions.insert(s.clone()) && req.delay.is_some() && req.after.is_empty(),
-            None => false,
-        };
-        if let Some(id) = &req.id {
-            ids.insert(id.clone());
-        }
-        let depends = !waits_for.is_empty() || follows;
-        let scheduled = if warmup || args.concurrency.is_some() || depends {
+        let plan = if warmup {
             None
         } else {
-            Some(ts - *origin.get_or_insert(ts))
+            if !origin_set && args.shard.is_some() {
+                if let Some(ts) = feed.first_timestamp {
+                    schedule.set_origin(ts);
+                }
+            }
+            origin_set = true;
+            let plan = schedule.push(Planned::of(&req));
+            for u in schedule.take_unknown() {
+                cli::warn(format!(
+                    "record {}: `after` names `{}`, which no earlier record of this run has \
+                     (sliced away?): it is scheduled as if it had no such dependency",
+                    u.key + 1,
+                    u.id
+                ));
+            }
+            // What is due by its time (or a free worker) is let go at
+            // once, its slot freed without a completion (nothing completes
+            // here), so that only records waiting for others are kept.
+            while schedule.pop_due(f64::INFINITY).is_some() {
+                schedule.complete(None, 0.0);
+            }
+            Some(plan)
+        };
+        let scheduled = match &plan {
+            Some(Plan::At(at)) => Some(*at),
+            _ => None,
         };
         if args
             .duration
@@ -59,12 +71,15 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             "scheduled_ms": scheduled.map(round_us),
         });
         let m = line.as_object_mut().expect("an object");
-        if follows {
-            m.insert("after_previous_turn_ms".into(), json!(req.delay));
-        }
-        if !waits_for.is_empty() && args.concurrency.is_none() {
-            m.insert("after".into(), json!(waits_for));
-            m.insert("after_ms".into(), json!(req.delay.unwrap_or(0.0)));
+        match plan {
+            Some(Plan::AfterTurn { delay }) => {
+                m.insert("after_previous_turn_ms".into(), json!(delay));
+            }
+            Some(Plan::AfterIds { ids, delay }) => {
+                m.insert("after".into(), json!(ids));
+                m.insert("after_ms".into(), json!(delay));
+            }
+            _ => {}
         }
         for (k, v) in [
             ("id", &req.id),
@@ -89,4 +104,48 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
     }
     out.finish()?;
     Ok(Outcome::Success)
+}
+
+/// What the schedule needs of a request, without its body.
+struct Planned {
+    index: u64,
+    timestamp: Option<f64>,
+    id: Option<String>,
+    session_id: Option<String>,
+    delay: Option<f64>,
+    after: Vec<String>,
+}
+
+impl Planned {
+    fn of(req: &Prepared) -> Planned {
+        Planned {
+            index: req.index,
+            timestamp: req.timestamp,
+            id: req.id.clone(),
+            session_id: req.session_id.clone(),
+            delay: req.delay,
+            after: req.after.clone(),
+        }
+    }
+}
+
+impl Turn for Planned {
+    fn key(&self) -> u64 {
+        self.index
+    }
+    fn timestamp(&self) -> Option<f64> {
+        self.timestamp
+    }
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn session(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+    fn delay(&self) -> Option<f64> {
+        self.delay
+    }
+    fn after(&self) -> &[String] {
+        &self.after
+    }
 }

@@ -104,6 +104,20 @@ pub struct Unknown {
     pub id: String,
 }
 
+/// What [`Schedule::push`] decided for a record: what `--dry-run` prints.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// Due at this time (ms from the origin), by its timestamp.
+    At(f64),
+    /// Due `delay` ms after the records with these ids completed (the ids
+    /// its `after` names that an earlier record has, in its order).
+    AfterIds { ids: Vec<String>, delay: f64 },
+    /// Due `delay` ms after the previous turn of its session completed.
+    AfterTurn { delay: f64 },
+    /// Closed loop: due when one of the workers is free.
+    Slot,
+}
+
 /// The queue of requests not yet sent.
 pub struct Schedule<T> {
     pace: Pace,
@@ -149,21 +163,23 @@ impl<T: Turn> Schedule<T> {
         }
     }
 
-    /// Take on the next record of the trace (in trace order).
-    pub fn push(&mut self, item: T) {
+    /// Take on the next record of the trace (in trace order), and say
+    /// when it is due.
+    pub fn push(&mut self, item: T) -> Plan {
         let timestamp = item.timestamp();
         let ts = timestamp.unwrap_or(self.last_timestamp);
         self.last_timestamp = ts;
         let origin = *self.origin.get_or_insert(ts);
         if let Pace::Closed { .. } = self.pace {
             self.by_timestamp.push_back((0.0, item));
-            return;
+            return Plan::Slot;
         }
         let key = item.key();
         // What this record waits for: the records its `after` names, else
         // (a later session turn with a delay) the session's previous turn.
         let mut open = Vec::new();
         let mut ready_at: Option<f64> = None;
+        let mut known = Vec::new();
         let mut done = |p: Progress, open: &mut Vec<u64>| match p {
             Progress::Open(k) => open.push(k),
             Progress::Done(at) => ready_at = Some(ready_at.map_or(at, |r: f64| r.max(at))),
@@ -171,7 +187,10 @@ impl<T: Turn> Schedule<T> {
         if !item.after().is_empty() {
             for id in item.after() {
                 match self.ids.get(id) {
-                    Some(&p) => done(p, &mut open),
+                    Some(&p) => {
+                        done(p, &mut open);
+                        known.push(id.clone());
+                    }
                     None => self.unknown.push(Unknown {
                         key,
                         id: id.clone(),
@@ -196,6 +215,13 @@ impl<T: Turn> Schedule<T> {
                 .insert(session.to_string(), Progress::Open(key));
         }
         let delay = item.delay().unwrap_or(0.0);
+        let plan = if open.is_empty() && ready_at.is_none() {
+            Plan::At(ts - origin)
+        } else if known.is_empty() {
+            Plan::AfterTurn { delay }
+        } else {
+            Plan::AfterIds { ids: known, delay }
+        };
         if !open.is_empty() {
             open.sort_unstable();
             open.dedup();
@@ -216,6 +242,7 @@ impl<T: Turn> Schedule<T> {
         } else {
             self.by_timestamp.push_back((ts - origin, item));
         }
+        plan
     }
 
     fn push_after(&mut self, due: f64, item: T) {
@@ -592,6 +619,36 @@ mod tests {
         assert!(s.is_empty());
         assert!(!s.waits_on_completions());
         assert_eq!(s.take_unknown(), vec![]);
+    }
+
+    #[test]
+    fn push_says_what_each_record_waits_for() {
+        let mut s = Schedule::new(Pace::Open {
+            max_in_flight: None,
+        });
+        // Timed records are due at their offset from the first (1000 ms).
+        assert_eq!(s.push(r(0, 1000.0)), Plan::At(0.0));
+        assert_eq!(s.push(turn(1, 1250.0, "a", None)), Plan::At(250.0));
+        // A later turn with a delay waits for the previous one.
+        assert_eq!(
+            s.push(turn(2, 1300.0, "a", Some(40.0))),
+            Plan::AfterTurn { delay: 40.0 }
+        );
+        // `after` ids an earlier record has, in the record's order; an
+        // unknown one is left out (and reported).
+        assert_eq!(s.push(call(3, &[], None)), Plan::At(300.0));
+        assert_eq!(
+            s.push(call(4, &["c3", "nope"], Some(5.0))),
+            Plan::AfterIds {
+                ids: vec!["c3".into()],
+                delay: 5.0
+            }
+        );
+        assert_eq!(s.take_unknown().len(), 1);
+        // Only unknown ids: due by its time (the last timestamp seen).
+        assert_eq!(s.push(call(5, &["nope"], None)), Plan::At(300.0));
+        let mut closed = Schedule::new(Pace::Closed { workers: 2 });
+        assert_eq!(closed.push(turn(0, 5.0, "a", Some(1.0))), Plan::Slot);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-
 fn tools() -> Vec<(&'static str, clap::Command)> {
     tracekit::commands()
 }

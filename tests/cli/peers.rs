@@ -18,7 +18,6 @@
 //! GuideLLM's at the request's end, and it keeps no gaps (b's are spread
 //! evenly: 20, 20) and d has no usage.
 
-
 use crate::conventions::{
     TTFT_LINEAR, close, e2e_to_last_token_linear, figures, guidellm_figures,
     per_request_tpot_linear, pooled_gaps_linear,
