@@ -151,9 +151,6 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
         }
     }
     skipper.finish();
-    if let Some(path) = &args.plot {
-        plot::write(path, &plot_runs, &super::plot_options(args), &[])?;
-    }
 
     let paths = figure_paths(o);
     // spreads[column][figure]
@@ -189,6 +186,20 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
             ));
         }
     };
+    if let Some(path) = &args.plot {
+        let summary = if plot::is_html(path) {
+            to_text(&columns, &paths, &spreads, Style::Markdown)
+        } else {
+            String::new()
+        };
+        plot::write(
+            path,
+            &plot_runs,
+            &super::plot_options(args),
+            &plot::ServerSeries::default(),
+            &super::page(args, summary),
+        )?;
+    }
     let mut out = Output::open(args.output.output.as_deref())?;
     out.write_all(text.as_bytes())?;
     out.finish()?;
