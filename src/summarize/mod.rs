@@ -150,13 +150,15 @@ pub struct Args {
           conflicts_with_all = ["fail_if", "window", "by", "slo", "format", "plot"])]
     pub requests: Option<requests::RequestsFormat>,
 
-    /// Also draw the run to FILE (.svg, or .html with the SVG inline; other
-    /// names are refused): each
+    /// Also draw the run to FILE (.svg, or .html for a self-contained web
+    /// page: the summary tables, the plots with values on hover and zoom on
+    /// the time axis, and the run's flags; other names are refused): each
     /// request's TTFT and E2E by send time with errors marked, requests in
     /// flight and output tokens/s over time (with --metrics, the server's
-    /// requests running and waiting under them), and latency percentiles. Each
-    /// input file is drawn as its own run, overlaid, for comparisons (the
-    /// summary still reads them as one run). Keeps 16 bytes per result.
+    /// requests running and waiting, KV-cache usage and prefix-cache hit
+    /// rate under them), and latency percentiles. Each input file is drawn
+    /// as its own run, overlaid, for comparisons (the summary still reads
+    /// them as one run). Keeps 16 bytes per result.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 
