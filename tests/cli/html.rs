@@ -367,3 +367,96 @@ fn a_file_name_cannot_inject_markup_or_script() {
     run.ok();
     render(&browser, &dir, &dir.join("stdin.html")).assert_clean();
 }
+
+/// Events a person would send, dispatched by a script added to the page:
+/// hover a point of the in-flight panel, drag across 1 to 3 s, turn the
+/// wheel once, press Reset zoom. The script writes what the page showed
+/// into `<pre id="check">`.
+const GESTURES: &str = r##"<script>
+(function () {
+  const out = [];
+  const flight = document.querySelectorAll("#panels svg")[1];
+  const at = (x, y) => {
+    const r = flight.getBoundingClientRect();
+    return { clientX: r.left + (x * r.width) / 1200, clientY: r.top + (y * r.height) / 300, bubbles: true, cancelable: true };
+  };
+  const points = () => flight.querySelector(".series path").getAttribute("d").slice(1).split("L").map((p) => p.split(",").map(Number));
+  const range = () => document.getElementById("range").textContent;
+  const p = points();
+  out.push("points " + p.length);
+  flight.dispatchEvent(new MouseEvent("mousemove", at(p[2][0], p[2][1])));
+  out.push("tip " + document.getElementById("tip").textContent.replace("\n", " | "));
+  flight.dispatchEvent(new MouseEvent("mousedown", Object.assign(at(p[1][0], 150), { button: 0 })));
+  flight.dispatchEvent(new MouseEvent("mousemove", at(p[3][0], 150)));
+  window.dispatchEvent(new MouseEvent("mouseup", at(p[3][0], 150)));
+  out.push(range());
+  out.push("points " + points().length);
+  // The middle of the data area (x 70 to 930): 2 s in the view 1 to 3 s.
+  flight.dispatchEvent(new WheelEvent("wheel", Object.assign(at(500, 150), { deltaY: 100 })));
+  out.push(range());
+  document.getElementById("reset").click();
+  out.push(range());
+  const pre = document.createElement("pre");
+  pre.id = "check";
+  pre.textContent = out.join("\n");
+  document.body.appendChild(pre);
+})();
+</script>
+"##;
+
+/// Hover and zoom, in the browser. Requests in flight of streamed.ndjson
+/// (sent 0 and 0.5 s, ending 3.5 and 4.85 s): 2 in the bucket at 2 s.
+#[test]
+fn hovering_shows_values_and_the_time_axis_zooms() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let dir = TestDir::new("html-gestures");
+    dir.write(
+        "run.ndjson",
+        std::fs::read(data("results/streamed.ndjson")).unwrap(),
+    );
+    dir.cmd("trace-summarize")
+        .args(["--plot", "run.html", "-o", "s.txt", "run.ndjson"])
+        .run()
+        .ok();
+    let page = String::from_utf8(dir.read("run.html")).unwrap();
+    dir.write(
+        "gestures.html",
+        page.replace("</body>", &format!("{GESTURES}</body>")),
+    );
+    let r = render(&browser, &dir, &dir.join("gestures.html"));
+    r.assert_clean();
+    let check = r
+        .dom
+        .split_once("<pre id=\"check\">")
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .unwrap_or_else(|| panic!("{}", r.dom))
+        .0;
+    let lines: Vec<&str> = check.lines().collect();
+    assert_eq!(lines[0], "points 7");
+    assert_eq!(lines[1], "tip run.ndjson | at 2 s: 2 requests");
+    // A range of times read back from "time axis: A to B s".
+    let range = |line: &str| -> (f64, f64) {
+        let (a, b) = line
+            .strip_prefix("time axis: ")
+            .and_then(|l| l.strip_suffix(" s"))
+            .and_then(|l| l.split_once(" to "))
+            .unwrap_or_else(|| panic!("{line}"));
+        (a.parse().unwrap(), b.parse().unwrap())
+    };
+    // Pointer positions are whole pixels: a pixel is 6.2 s / 860 wide.
+    let near = |got: (f64, f64), want: (f64, f64)| {
+        assert!(
+            (got.0 - want.0).abs() < 0.02 && (got.1 - want.1).abs() < 0.02,
+            "{got:?}, want {want:?}"
+        );
+    };
+    near(range(lines[2]), (1.0, 3.0));
+    // Fewer points in view after the zoom (one kept beyond each edge).
+    let shown: usize = lines[3].strip_prefix("points ").unwrap().parse().unwrap();
+    assert!((4..=5).contains(&shown), "{shown}");
+    // The wheel widens the view by 1.25 around the pointer (at 2 s).
+    near(range(lines[4]), (0.75, 3.25));
+    assert_eq!(lines[5], "time axis: 0 to 6.2 s");
+}
