@@ -194,7 +194,9 @@ pub fn markdown_html(md: &str) -> String {
             out.push_str("</tbody>\n</table>\n");
             continue;
         }
-        if let Some(h) = line.strip_prefix("### ") {
+        // Headings: `### run` (the report's), `**server**` (the server's).
+        let bold = line.strip_prefix("**").and_then(|l| l.strip_suffix("**"));
+        if let Some(h) = line.strip_prefix("### ").or(bold) {
             out.push_str(&format!("<h3>{}</h3>\n", escape(h)));
         } else if let Some(note) = line
             .strip_prefix('_')
@@ -301,6 +303,10 @@ mod tests {
 
     #[test]
     fn markdown_tables_become_html_tables_cut_by_column() {
+        assert_eq!(
+            markdown_html("**server (3 scrapes)**\n"),
+            "<h3>server (3 scrapes)</h3>\n"
+        );
         let md = "### run: 2 requests\n\n_convention tracekit_\n\n\
                   | figure | a|b.ndjson |\n\
                   | ------ | ---------: |\n\

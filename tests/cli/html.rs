@@ -242,7 +242,12 @@ fn the_page_loads_clean_and_shows_the_reports_figures() {
     }
     assert_eq!(page.row("TTFT")[2], "700");
     assert_eq!(page.row("E2E")[2], "3925");
-    // The server's table is there too.
+    // The server's tables are there too, under their heading.
+    assert!(
+        page.dom.contains("<h3>server (3 scrapes)</h3>"),
+        "{}",
+        page.dom
+    );
     assert!(
         page.dom.contains("vllm:num_requests_running"),
         "{}",
