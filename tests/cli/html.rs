@@ -363,6 +363,41 @@ fn a_file_name_cannot_inject_markup_or_script() {
         "{}",
         page.dom
     );
+    // A model name (a --by group) is text too.
+    let model = "</script><img src=x onerror=alert(2)>";
+    let results: String = String::from_utf8(std::fs::read(data("results/small.ndjson")).unwrap())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v["model"] = Value::from(model);
+            v.to_string() + "\n"
+        })
+        .collect();
+    dir.write("models.ndjson", results);
+    dir.cmd("trace-summarize")
+        .args([
+            "--by",
+            "model",
+            "--plot",
+            "m.html",
+            "-o",
+            "m.txt",
+            "models.ndjson",
+        ])
+        .run()
+        .ok();
+    let html = String::from_utf8(dir.read("m.html")).unwrap();
+    assert!(!html.contains("<img"), "{html}");
+    let page = render(&browser, &dir, &dir.join("m.html"));
+    page.assert_clean();
+    assert!(!page.dom.contains("<img"), "{}", page.dom);
+    assert!(
+        page.dom
+            .contains("<h3>model = &lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;: "),
+        "{}",
+        page.dom
+    );
     // Standard input is named "run" and the page still loads.
     let run = Cmd::new("trace-summarize")
         .arg("--plot")
