@@ -277,8 +277,18 @@ pub struct Figure {
     pub slo_lines: Vec<(String, f64)>,
 }
 
-/// Work out the figure of `runs`.
-pub fn figure(runs: &[Series], opts: &PlotOptions, server: &ServerSeries) -> Figure {
+/// Columns the web page thins each run's requests to: 8 per pixel of the
+/// SVG, so that zooming in on the time axis still shows the requests.
+pub const PAGE_COLUMNS: usize = 8 * WIDTH as usize;
+
+/// Work out the figure of `runs`, each run's requests thinned to
+/// `columns` columns over the time axis.
+pub fn figure(
+    runs: &[Series],
+    opts: &PlotOptions,
+    server: &ServerSeries,
+    columns: usize,
+) -> Figure {
     let server_end = server
         .requests
         .iter()
@@ -362,9 +372,9 @@ pub fn figure(runs: &[Series], opts: &PlotOptions, server: &ServerSeries) -> Fig
         let mut e2e_ms: Vec<f64> = run.points.iter().map(|p| p.e2e_ms as f64).collect();
         out.push(RunFigure {
             name: run.name.clone(),
-            ttft: thin(&ttft, 0.0, t_end, WIDTH as usize),
-            e2e: thin(&e2e, 0.0, t_end, WIDTH as usize),
-            errors: thin(&errors, 0.0, t_end, WIDTH as usize),
+            ttft: thin(&ttft, 0.0, t_end, columns),
+            e2e: thin(&e2e, 0.0, t_end, columns),
+            errors: thin(&errors, 0.0, t_end, columns),
             flight: busy
                 .iter()
                 .enumerate()
@@ -400,12 +410,11 @@ pub fn write(
     server: &ServerSeries,
     page: &super::html::Page,
 ) -> Result<()> {
-    let fig = figure(runs, opts, server);
     let text = if is_html(path) {
-        super::html::render(&fig, page)
+        super::html::render(&figure(runs, opts, server, PAGE_COLUMNS), page)
     } else {
         let mut svg = String::new();
-        draw(&mut svg, &fig)?;
+        draw(&mut svg, &figure(runs, opts, server, WIDTH as usize))?;
         svg
     };
     std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
