@@ -151,9 +151,6 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
         }
     }
     skipper.finish();
-    if let Some(path) = &args.plot {
-        plot::write(path, &plot_runs, &super::plot_options(args), &[])?;
-    }
 
     let paths = figure_paths(o);
     // spreads[column][figure]
@@ -173,6 +170,20 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
                 .collect()
         })
         .collect();
+    if let Some(path) = &args.plot {
+        let summary = if plot::is_html(path) {
+            to_text(&columns, &paths, &spreads, Style::Markdown)
+        } else {
+            String::new()
+        };
+        plot::write(
+            path,
+            &plot_runs,
+            &super::plot_options(args),
+            &plot::ServerSeries::default(),
+            &super::page(args, summary),
+        )?;
+    }
     let text = match args.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(&columns, &paths, &spreads))

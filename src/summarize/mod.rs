@@ -1,6 +1,7 @@
 //! trace-summarize: result streams in, the metrics serving teams quote out.
 
 pub mod compare;
+pub mod html;
 pub mod plot;
 pub mod requests;
 mod server;
@@ -149,13 +150,15 @@ pub struct Args {
           conflicts_with_all = ["fail_if", "window", "by", "slo", "format", "plot"])]
     pub requests: Option<requests::RequestsFormat>,
 
-    /// Also draw the run to FILE (.svg, or .html with the SVG inline; other
-    /// names are refused): each
+    /// Also draw the run to FILE (.svg, or .html for a self-contained web
+    /// page: the summary tables, the plots with values on hover and zoom on
+    /// the time axis, and the run's flags; other names are refused): each
     /// request's TTFT and E2E by send time with errors marked, requests in
     /// flight and output tokens/s over time (with --metrics, the server's
-    /// requests running and waiting under them), and latency percentiles. Each
-    /// input file is drawn as its own run, overlaid, for comparisons (the
-    /// summary still reads them as one run). Keeps 16 bytes per result.
+    /// requests running and waiting, KV-cache usage and prefix-cache hit
+    /// rate under them), and latency percentiles. Each input file is drawn
+    /// as its own run, overlaid, for comparisons (the summary still reads
+    /// them as one run). Keeps 16 bytes per result.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
 
@@ -428,11 +431,25 @@ pub fn run(args: &Args) -> Result<Outcome> {
         .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
         .collect();
     if let Some(path) = &args.plot {
+        let mut summary = String::new();
+        if plot::is_html(path) {
+            summary = text_report(
+                args,
+                &overall_json,
+                &group_json,
+                &report_opts,
+                Style::Markdown,
+            );
+            if let Some(server) = overall_json.get("server") {
+                summary.push_str(&server::to_text(server, true));
+            }
+        }
         plot::write(
             path,
             &runs,
             &plot_options(args),
             &server::plot_series(&scrapes),
+            &page(args, summary),
         )?;
     }
     let mut text = render(args, &overall_json, &group_json, &report_opts);
@@ -644,21 +661,69 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
         }
         // Written by sheets::write instead.
         Format::Xlsx => String::new(),
-        Format::Table | Format::Markdown => {
-            let style = if args.format == Format::Table {
-                Style::Plain
-            } else {
-                Style::Markdown
-            };
-            let mut s = report::to_text("trace-summarize", overall, o, style);
-            if let Some(field) = &args.by {
-                for (k, j) in groups {
-                    s.push('\n');
-                    s.push_str(&report::to_text(&format!("{field} = {k}"), j, o, style));
-                }
-            }
-            s
+        Format::Table => text_report(args, overall, groups, o, Style::Plain),
+        Format::Markdown => text_report(args, overall, groups, o, Style::Markdown),
+    }
+}
+
+/// The report for people: the whole run, then each `--by` group.
+fn text_report(
+    args: &Args,
+    overall: &Value,
+    groups: &[(String, Value)],
+    o: &ReportOptions,
+    style: Style,
+) -> String {
+    let mut s = report::to_text("trace-summarize", overall, o, style);
+    if let Some(field) = &args.by {
+        for (k, j) in groups {
+            s.push('\n');
+            s.push_str(&report::to_text(&format!("{field} = {k}"), j, o, style));
         }
+    }
+    s
+}
+
+/// What the `--plot` web page says of the run besides its figures:
+/// `summary`, the report in Markdown (empty for an SVG plot).
+fn page(args: &Args, summary: String) -> html::Page {
+    let mut settings = vec![(
+        "convention".to_string(),
+        args.convention
+            .0
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )];
+    for (name, value) in [
+        (
+            "SLO (--slo)",
+            plot_options(args)
+                .slo_lines
+                .iter()
+                .map(|l| l.0.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("groups (--by)", args.by.clone().unwrap_or_default()),
+        (
+            "server metrics (--metrics)",
+            args.metrics
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
+    ] {
+        if !value.is_empty() {
+            settings.push((name.to_string(), value));
+        }
+    }
+    html::Page {
+        command: html::command_line(),
+        inputs: args.input.files.clone(),
+        settings,
+        summary,
     }
 }
 

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
@@ -176,11 +177,17 @@ fn log_range(lo: f64, hi: f64) -> (f64, f64) {
     (lo / 1.5, (hi * 1.5).max(lo * 2.0))
 }
 
-/// Draw `runs` to `path`: `.svg`, or `.html` with the SVG inline.
-/// The plot is SVG, alone or inline in HTML: a name promising another
-/// format (`run.png`) would get a file its viewers cannot open.
+/// The plot is SVG, or a web page drawing the same figures: a name
+/// promising another format (`run.png`) would get a file its viewers
+/// cannot open.
 pub fn check_name(path: &Path) -> Result<()> {
     crate::io::check_plot_name(path, "trace-summarize")
+}
+
+/// Whether `path` names the web page rather than the SVG.
+pub fn is_html(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
 /// What the plot draws besides the runs.
@@ -192,6 +199,15 @@ pub struct PlotOptions {
     pub slo_lines: Vec<(String, f64)>,
 }
 
+/// The server's series from `--metrics`, each (name, (s, value) points):
+/// request counts, and shares in percent (KV-cache usage, prefix-cache
+/// hit rate), each on a panel of its own.
+#[derive(Clone, Debug, Default)]
+pub struct ServerSeries {
+    pub requests: Vec<(String, Vec<(f64, f64)>)>,
+    pub shares: Vec<(String, Vec<(f64, f64)>)>,
+}
+
 /// A number on an axis, without noise: 10000, 2.5, 0.125.
 pub fn axis_number(v: &f64) -> String {
     crate::report::num(&serde_json::Value::from(*v), 3)
@@ -201,6 +217,15 @@ pub fn axis_number(v: &f64) -> String {
 /// 100, p99.9 at 1000.
 pub fn percentile_label(x: &f64) -> String {
     format!("p{}", axis_number(&(100.0 * (1.0 - 1.0 / x))))
+}
+
+/// The ticks of a percentile axis ending at `x_max`: the percentiles
+/// people quote (p50 … p99.99) that the data reaches, never a p66.667.
+pub fn percentile_ticks(x_max: f64) -> Vec<f64> {
+    [2.0, 10.0, 100.0, 1000.0, 10000.0]
+        .into_iter()
+        .filter(|x| *x <= x_max)
+        .collect()
 }
 
 /// The `p`-th percentile (nearest rank) of the ok requests' completion
@@ -218,46 +243,58 @@ pub fn clip_end(runs: &[Series], p: f64) -> Option<f64> {
     Some(ends[rank - 1])
 }
 
-/// `server`: the server's request gauges (see `server::plot_series`),
-/// drawn in a panel of their own under the client's, on the same time
-/// axis; no panel when empty.
-pub fn write(
-    path: &Path,
-    runs: &[Series],
-    opts: &PlotOptions,
-    server: &[(String, Vec<(f64, f64)>)],
-) -> Result<()> {
-    let mut svg = String::new();
-    draw(&mut svg, runs, opts, server)?;
-    let name = path.display().to_string();
-    let html = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
-    let text = if html {
-        format!(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tracekit: {}</title></head>\n<body>\n{svg}\n</body></html>\n",
-            runs.iter()
-                .map(|r| r.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        svg
-    };
-    std::fs::write(path, text).map_err(|e| Error::io(name, e))
+/// One run's series, as drawn: thinned, within the time axis.
+#[derive(Clone, Debug, Default)]
+pub struct RunFigure {
+    pub name: String,
+    /// (send time s, ms) of each ok request.
+    pub ttft: Vec<(f64, f64)>,
+    pub e2e: Vec<(f64, f64)>,
+    /// (send time s, the latency axis's floor) of each failed request.
+    pub errors: Vec<(f64, f64)>,
+    /// (bucket start s, mean requests in flight).
+    pub flight: Vec<(f64, f64)>,
+    /// (bucket start s, output tokens/s).
+    pub tokens: Vec<(f64, f64)>,
+    /// (1 / (1 − p), ms).
+    pub ttft_by_percentile: Vec<(f64, f64)>,
+    pub e2e_by_percentile: Vec<(f64, f64)>,
 }
 
-fn draw(
-    svg: &mut String,
+/// Everything the plot shows, worked out once for the SVG and the page.
+#[derive(Clone, Debug, Default)]
+pub struct Figure {
+    /// End of the time axis, s (from 0).
+    pub t_end: f64,
+    /// `--plot-clip`: (percentile, the time it clips at).
+    pub clip: Option<(f64, f64)>,
+    /// The latency axes' range, ms.
+    pub lat: (f64, f64),
+    /// End of the percentile axis (x = 1 / (1 − p)).
+    pub x_max: f64,
+    pub runs: Vec<RunFigure>,
+    pub server: ServerSeries,
+    pub slo_lines: Vec<(String, f64)>,
+}
+
+/// Columns the web page thins each run's requests to: 8 per pixel of the
+/// SVG, so that zooming in on the time axis still shows the requests.
+pub const PAGE_COLUMNS: usize = 8 * WIDTH as usize;
+
+/// Work out the figure of `runs`, each run's requests thinned to
+/// `columns` columns over the time axis.
+pub fn figure(
     runs: &[Series],
     opts: &PlotOptions,
-    server: &[(String, Vec<(f64, f64)>)],
-) -> Result<()> {
-    let count: u32 = if server.is_empty() { 4 } else { 5 };
-    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let panels = root.split_evenly((count as usize, 1));
-
+    server: &ServerSeries,
+    columns: usize,
+) -> Figure {
+    let server_end = server
+        .requests
+        .iter()
+        .chain(&server.shares)
+        .flat_map(|(_, points)| points.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
     let t_end = runs
         .iter()
         .flat_map(|r| {
@@ -267,12 +304,7 @@ fn draw(
                 .chain(r.errors.iter().map(|e| e.0 as f64))
         })
         .fold(1.0f64, f64::max)
-        .max(
-            server
-                .iter()
-                .flat_map(|(_, points)| points.iter().map(|p| p.0))
-                .fold(0.0, f64::max),
-        );
+        .max(server_end);
     // One straggler need not squeeze the run into a corner.
     let clip = opts
         .clip
@@ -290,96 +322,36 @@ fn draw(
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
-    let (lat_lo, lat_hi) = if lat_hi > 0.0 {
+    let lat = if lat_hi > 0.0 {
         log_range(lat_lo, lat_hi)
     } else {
         (0.1, 1000.0)
     };
 
-    // 1. Every request's TTFT and E2E at its send time; errors on the floor.
-    {
-        let caption = match clip {
-            None => "latency of each request (ms, log) by send time (s)".to_string(),
-            Some((p, end)) => format!(
-                "latency of each request (ms, log) by send time (s), clipped at the p{} completion time ({} s)",
-                axis_number(&p),
-                axis_number(&end)
-            ),
-        };
-        let mut chart = ChartBuilder::on(&panels[0])
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&axis_number)
-            .y_label_formatter(&axis_number)
-            .draw()
-            .map_err(plot_error)?;
-        slo_lines(&mut chart, opts, 0.0, t_end)?;
-        for (i, run) in runs.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            let ttft: Vec<(f64, f64)> = run
-                .points
-                .iter()
-                .filter(|p| p.sent_s as f64 <= t_end)
-                .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
-                .collect();
-            let e2e: Vec<(f64, f64)> = run
-                .points
-                .iter()
-                .filter(|p| p.sent_s as f64 <= t_end)
-                .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
-                .collect();
-            chart
-                .draw_series(
-                    thin(&ttft, 0.0, t_end, WIDTH as usize)
-                        .into_iter()
-                        .map(|p| Circle::new(p, 2, color.filled())),
-                )
-                .map_err(plot_error)?
-                .label(format!("{} TTFT", run.name))
-                .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
-            chart
-                .draw_series(
-                    thin(&e2e, 0.0, t_end, WIDTH as usize)
-                        .into_iter()
-                        .map(|p| Cross::new(p, 3, color)),
-                )
-                .map_err(plot_error)?
-                .label(format!("{} E2E", run.name))
-                .legend(move |(x, y)| Cross::new((x + 10, y), 3, color));
-            if !run.errors.is_empty() {
-                let floor = lat_lo * 1.2;
-                let errs: Vec<(f64, f64)> = run
-                    .errors
-                    .iter()
-                    .filter(|e| e.0 as f64 <= t_end)
-                    .map(|e| (e.0 as f64, floor))
-                    .collect();
-                chart
-                    .draw_series(
-                        thin(&errs, 0.0, t_end, WIDTH as usize)
-                            .into_iter()
-                            .map(|p| TriangleMarker::new(p, 4, RED.filled())),
-                    )
-                    .map_err(plot_error)?
-                    .label(format!("{} errors", run.name))
-                    .legend(|(x, y)| TriangleMarker::new((x + 10, y), 4, RED.filled()));
-            }
-        }
-        legend(&mut chart)?;
-    }
-
-    // 2 and 3. Requests in flight and output tokens/s, per bucket of time.
     let (width, buckets) = time_buckets(t_end);
     let width_s = width as f64;
-    let mut flight: Vec<Vec<(f64, f64)>> = Vec::new();
-    let mut tokens: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut out = Vec::new();
     for run in runs {
+        let within = |p: &&Point| p.sent_s as f64 <= t_end;
+        let ttft: Vec<(f64, f64)> = run
+            .points
+            .iter()
+            .filter(within)
+            .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
+            .collect();
+        let e2e: Vec<(f64, f64)> = run
+            .points
+            .iter()
+            .filter(within)
+            .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
+            .collect();
+        let floor = lat.0 * 1.2;
+        let errors: Vec<(f64, f64)> = run
+            .errors
+            .iter()
+            .filter(|e| e.0 as f64 <= t_end)
+            .map(|e| (e.0 as f64, floor))
+            .collect();
         // Time-weighted: each request adds the part of each bucket it spans.
         let mut busy = vec![0f64; buckets];
         let bucket = |t: f64| ((t / width_s) as usize).min(buckets - 1);
@@ -396,25 +368,168 @@ fn draw(
                 *slot += (hi - lo).max(0.0);
             }
         }
-        flight.push(
-            busy.iter()
+        let mut ttft_ms: Vec<f64> = run.points.iter().map(|p| p.ttft_ms as f64).collect();
+        let mut e2e_ms: Vec<f64> = run.points.iter().map(|p| p.e2e_ms as f64).collect();
+        out.push(RunFigure {
+            name: run.name.clone(),
+            ttft: thin(&ttft, 0.0, t_end, columns),
+            e2e: thin(&e2e, 0.0, t_end, columns),
+            errors: thin(&errors, 0.0, t_end, columns),
+            flight: busy
+                .iter()
                 .enumerate()
                 .map(|(k, t)| (k as f64 * width_s, t / width_s))
                 .collect(),
-        );
-        tokens.push(tokens_series(run, t_end));
+            tokens: tokens_series(run, t_end),
+            ttft_by_percentile: percentile_curve(&mut ttft_ms),
+            e2e_by_percentile: percentile_curve(&mut e2e_ms),
+        });
     }
-    for (panel, (title, data)) in panels[1..3].iter().zip([
+    let x_max = out
+        .iter()
+        .flat_map(|r| r.ttft_by_percentile.iter().chain(&r.e2e_by_percentile))
+        .map(|p| p.0)
+        .fold(10.0f64, f64::max);
+    Figure {
+        t_end,
+        clip,
+        lat,
+        x_max,
+        runs: out,
+        server: server.clone(),
+        slo_lines: opts.slo_lines.clone(),
+    }
+}
+
+/// Draw `runs` to `path`: SVG, or with a `.html` name the web page of
+/// `page` (see `html`).
+pub fn write(
+    path: &Path,
+    runs: &[Series],
+    opts: &PlotOptions,
+    server: &ServerSeries,
+    page: &super::html::Page,
+) -> Result<()> {
+    let text = if is_html(path) {
+        super::html::render(&figure(runs, opts, server, PAGE_COLUMNS), page)
+    } else {
+        let mut svg = String::new();
+        draw(&mut svg, &figure(runs, opts, server, WIDTH as usize))?;
+        svg
+    };
+    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+/// Room right of each panel's data area for its legend, pixels.
+const LEGEND_WIDTH: u32 = 260;
+
+fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
+    let server = &fig.server;
+    let count = 4 + u32::from(!server.requests.is_empty()) + u32::from(!server.shares.is_empty());
+    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let panels = root.split_evenly((count as usize, 1));
+    let t_end = fig.t_end;
+    let (lat_lo, lat_hi) = fig.lat;
+    let slo = &fig.slo_lines;
+
+    // 1. Every request's TTFT and E2E at its send time; errors on the floor.
+    {
+        let caption = match fig.clip {
+            None => "latency of each request (ms, log) by send time (s)".to_string(),
+            Some((p, end)) => format!(
+                "latency of each request (ms, log) by send time (s), clipped at the p{} completion time ({} s)",
+                axis_number(&p),
+                axis_number(&end)
+            ),
+        };
+        let mut chart = ChartBuilder::on(&panels[0])
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .margin_right(LEGEND_WIDTH)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&axis_number)
+            .y_label_formatter(&axis_number)
+            .draw()
+            .map_err(plot_error)?;
+        let mut entries = Vec::new();
+        slo_lines(&mut chart, slo, 0.0, t_end, &mut entries)?;
+        for (i, run) in fig.runs.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(run.ttft.iter().map(|p| Circle::new(*p, 2, color.filled())))
+                .map_err(plot_error)?;
+            entries.push((format!("{} TTFT", run.name), Mark::Dot(color)));
+            chart
+                .draw_series(run.e2e.iter().map(|p| Cross::new(*p, 3, color)))
+                .map_err(plot_error)?;
+            entries.push((format!("{} E2E", run.name), Mark::Cross(color)));
+            if !run.errors.is_empty() {
+                chart
+                    .draw_series(
+                        run.errors
+                            .iter()
+                            .map(|p| TriangleMarker::new(*p, 4, RED.filled())),
+                    )
+                    .map_err(plot_error)?;
+                entries.push((format!("{} errors", run.name), Mark::Triangle(RED)));
+            }
+        }
+        legend(&panels[0], &entries)?;
+    }
+
+    // 2 and 3. Requests in flight and output tokens/s, per bucket of time;
+    // then the server's requests running and waiting, and its cache
+    // shares, on the same time axis (scrapes before the run's start drawn
+    // at 0).
+    let flight: Vec<(String, Vec<(f64, f64)>)> = fig
+        .runs
+        .iter()
+        .map(|r| (r.name.clone(), r.flight.clone()))
+        .collect();
+    let tokens: Vec<(String, Vec<(f64, f64)>)> = fig
+        .runs
+        .iter()
+        .map(|r| (r.name.clone(), r.tokens.clone()))
+        .collect();
+    let mut line_panels = vec![
         (
             "requests in flight (mean over each bucket) by time (s)",
             &flight,
+            None,
         ),
-        ("output tokens/s by time (s)", &tokens),
-    ]) {
-        let top = data.iter().flatten().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
+        ("output tokens/s by time (s)", &tokens, None),
+    ];
+    if !server.requests.is_empty() {
+        line_panels.push((
+            "server: requests running and waiting (scraped) by time (s)",
+            &server.requests,
+            None,
+        ));
+    }
+    if !server.shares.is_empty() {
+        line_panels.push((
+            "server: KV-cache usage and prefix-cache hit rate (%, scraped) by time (s)",
+            &server.shares,
+            Some(100.0),
+        ));
+    }
+    for (panel, (title, data, fixed_top)) in panels[1..].iter().zip(line_panels) {
+        let top = fixed_top.unwrap_or_else(|| {
+            data.iter()
+                .flat_map(|(_, points)| points.iter().map(|p| p.1))
+                .fold(1.0f64, f64::max)
+                * 1.1
+        });
         let mut chart = ChartBuilder::on(panel)
             .caption(title, ("sans-serif", 18))
             .margin(10)
+            .margin_right(LEGEND_WIDTH)
             .x_label_area_size(30)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, 0.0..top)
@@ -425,78 +540,36 @@ fn draw(
             .y_label_formatter(&axis_number)
             .draw()
             .map_err(plot_error)?;
-        for (i, (run, series)) in runs.iter().zip(data.iter()).enumerate() {
+        let mut entries = Vec::new();
+        for (i, (name, series)) in data.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
                 .draw_series(LineSeries::new(
-                    series.iter().copied(),
+                    series.iter().copied().filter(|p| p.0 <= t_end),
                     color.stroke_width(2),
                 ))
-                .map_err(plot_error)?
-                .label(run.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                .map_err(plot_error)?;
+            entries.push((name.clone(), Mark::Line(color.stroke_width(2))));
         }
-        legend(&mut chart)?;
+        legend(panel, &entries)?;
     }
 
-    // The server's requests running and waiting, under the client's
-    // requests in flight, on the same time axis (scrapes before the
-    // run's start drawn at 0).
-    if !server.is_empty() {
-        let top = server
-            .iter()
-            .flat_map(|(_, points)| points.iter().map(|p| p.1))
-            .fold(1.0f64, f64::max)
-            * 1.1;
-        let mut chart = ChartBuilder::on(&panels[3])
-            .caption(
-                "server: requests running and waiting (scraped) by time (s)",
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..t_end, 0.0..top)
-            .map_err(plot_error)?;
-        chart.configure_mesh().draw().map_err(plot_error)?;
-        for (i, (name, points)) in server.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    color.stroke_width(2),
-                ))
-                .map_err(plot_error)?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-        }
-        legend(&mut chart)?;
-    }
-
-    // 4. Latency by percentile, HDR style: x = 1 / (1 − p), log.
-    let mut curves = Vec::new();
-    for run in runs {
-        let mut ttft: Vec<f64> = run.points.iter().map(|p| p.ttft_ms as f64).collect();
-        let mut e2e: Vec<f64> = run.points.iter().map(|p| p.e2e_ms as f64).collect();
-        curves.push((percentile_curve(&mut ttft), percentile_curve(&mut e2e)));
-    }
-    let x_max = curves
-        .iter()
-        .flat_map(|(a, b)| a.iter().chain(b.iter()).map(|p| p.0))
-        .fold(10.0f64, f64::max);
+    // Last. Latency by percentile, HDR style: x = 1 / (1 − p), log.
     let mut chart = ChartBuilder::on(&panels[count as usize - 1])
         .caption(
             "latency (ms, log) by percentile (x = 1/(1-p), log)",
             ("sans-serif", 18),
         )
         .margin(10)
+        .margin_right(LEGEND_WIDTH)
         .x_label_area_size(30)
         .y_label_area_size(60)
-        .build_cartesian_2d((1.0..x_max).log_scale(), (lat_lo..lat_hi).log_scale())
+        .build_cartesian_2d(
+            (1.0..fig.x_max)
+                .log_scale()
+                .with_key_points(percentile_ticks(fig.x_max)),
+            (lat_lo..lat_hi).log_scale(),
+        )
         .map_err(plot_error)?;
     chart
         .configure_mesh()
@@ -504,24 +577,30 @@ fn draw(
         .y_label_formatter(&axis_number)
         .draw()
         .map_err(plot_error)?;
-    slo_lines(&mut chart, opts, 1.0, x_max)?;
-    for (i, (run, (ttft, e2e))) in runs.iter().zip(&curves).enumerate() {
+    let mut entries = Vec::new();
+    slo_lines(&mut chart, slo, 1.0, fig.x_max, &mut entries)?;
+    for (i, run) in fig.runs.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(ttft.iter().copied(), color.stroke_width(2)))
-            .map_err(plot_error)?
-            .label(format!("{} TTFT", run.name))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .draw_series(LineSeries::new(
+                run.ttft_by_percentile.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_error)?;
+        entries.push((
+            format!("{} TTFT", run.name),
+            Mark::Line(color.stroke_width(2)),
+        ));
         let dashed = color.mix(0.5).stroke_width(1);
         chart
-            .draw_series(LineSeries::new(e2e.iter().copied(), dashed))
-            .map_err(plot_error)?
-            .label(format!("{} E2E", run.name))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], dashed));
+            .draw_series(LineSeries::new(
+                run.e2e_by_percentile.iter().copied(),
+                dashed,
+            ))
+            .map_err(plot_error)?;
+        entries.push((format!("{} E2E", run.name), Mark::Line(dashed)));
     }
-    legend(&mut chart)?;
+    legend(&panels[count as usize - 1], &entries)?;
     root.present().map_err(plot_error)?;
     drop(root);
     Ok(())
@@ -530,37 +609,70 @@ fn draw(
 /// The SLO bounds as horizontal lines across [x0, x1].
 fn slo_lines<'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-    opts: &PlotOptions,
+    slo: &[(String, f64)],
     x0: f64,
     x1: f64,
+    entries: &mut Vec<(String, Mark)>,
 ) -> Result<()>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
-    for (label, bound) in &opts.slo_lines {
+    for (label, bound) in slo {
         let style = BLACK.mix(0.6).stroke_width(1);
         chart
             .draw_series(LineSeries::new([(x0, *bound), (x1, *bound)], style))
-            .map_err(plot_error)?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            .map_err(plot_error)?;
+        entries.push((label.clone(), Mark::Line(style)));
     }
     Ok(())
 }
 
-fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Result<()>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(plot_error)
+/// How a legend entry shows its series.
+#[derive(Clone, Copy)]
+enum Mark {
+    Dot(RGBColor),
+    Cross(RGBColor),
+    Triangle(RGBColor),
+    Line(ShapeStyle),
+}
+
+/// The longest series name a legend shows whole; longer ones keep their
+/// end (a path's file name), after an ellipsis.
+const LEGEND_CHARS: usize = 34;
+
+fn legend_name(name: &str) -> String {
+    let n = name.chars().count();
+    if n <= LEGEND_CHARS {
+        return name.to_string();
+    }
+    let tail: String = name.chars().skip(n - (LEGEND_CHARS - 1)).collect();
+    format!("\u{2026}{tail}")
+}
+
+/// The legend of a panel, right of its data area (in the margin kept for
+/// it), so that it never hides a point.
+fn legend(panel: &DrawingArea<SVGBackend<'_>, Shift>, entries: &[(String, Mark)]) -> Result<()> {
+    let (width, _) = panel.dim_in_pixel();
+    let x = width as i32 - LEGEND_WIDTH as i32 + 10;
+    for (k, (name, mark)) in entries.iter().enumerate() {
+        let y = 44 + 18 * k as i32;
+        match *mark {
+            Mark::Dot(c) => panel.draw(&Circle::new((x + 10, y), 3, c.filled())),
+            Mark::Cross(c) => panel.draw(&Cross::new((x + 10, y), 3, c)),
+            Mark::Triangle(c) => panel.draw(&TriangleMarker::new((x + 10, y), 4, c.filled())),
+            Mark::Line(style) => panel.draw(&PathElement::new(vec![(x, y), (x + 20, y)], style)),
+        }
+        .map_err(plot_error)?;
+        panel
+            .draw(&Text::new(
+                legend_name(name),
+                (x + 28, y - 7),
+                ("sans-serif", 13),
+            ))
+            .map_err(plot_error)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -622,6 +734,16 @@ mod tests {
             .map(percentile_label)
             .collect();
         assert_eq!(labels, ["p0", "p50", "p90", "p99", "p99.9"]);
+        // Ticks only where people quote percentiles, up to what the data
+        // reaches: 3 results never get a p66.667.
+        assert_eq!(percentile_ticks(10.0), [2.0, 10.0]);
+        assert_eq!(percentile_ticks(5000.0), [2.0, 10.0, 100.0, 1000.0]);
+        assert_eq!(percentile_ticks(1e6).len(), 5);
+        assert_eq!(legend_name("A.ndjson TTFT"), "A.ndjson TTFT");
+        assert_eq!(
+            legend_name("/a/long/path/to/the/results/of/run-17.ndjson TTFT"),
+            "\u{2026}the/results/of/run-17.ndjson TTFT"
+        );
     }
 
     #[test]

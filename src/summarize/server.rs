@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::plot;
 use crate::error::{FieldError, Result};
 use crate::io::{self, Lines};
 use crate::server_metrics::{self, Figures, Scrape};
@@ -244,23 +245,145 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
     s
 }
 
-/// The server's request gauges over time for the plot: (figure, points
-/// of (seconds since the run's start, value)); empty without scrapes.
-pub fn plot_series(scrapes: &[Scrape]) -> Vec<(String, Vec<(f64, f64)>)> {
-    ["running", "waiting"]
+/// The value of `figure` in a scrape: its first recognised name, as in
+/// the table.
+fn value_of(s: &Scrape, figure: &str) -> Option<f64> {
+    s.values
         .iter()
-        .filter_map(|figure| {
-            let points: Vec<(f64, f64)> = scrapes
-                .iter()
-                .filter_map(|s| {
-                    // The first recognised name of the figure, as in the table.
-                    s.values
-                        .iter()
-                        .find(|(i, _)| server_metrics::KNOWN[*i].figure == *figure)
-                        .map(|(_, v)| (s.t_ms.max(0.0) / 1000.0, *v))
-                })
-                .collect();
-            (!points.is_empty()).then(|| (format!("server {figure}"), points))
-        })
+        .find(|(i, _)| server_metrics::KNOWN[*i].figure == figure)
+        .map(|(_, v)| *v)
+}
+
+/// The points of `figure` over time: (seconds since the run's start,
+/// value × `scale`); scrapes before the start at 0.
+fn points(scrapes: &[Scrape], figure: &str, scale: f64) -> Vec<(f64, f64)> {
+    scrapes
+        .iter()
+        .filter_map(|s| value_of(s, figure).map(|v| (s.t_ms.max(0.0) / 1000.0, v * scale)))
         .collect()
+}
+
+/// The server's series over time for the plot: requests running and
+/// waiting; KV-cache usage and prefix-cache hit rate in percent. The hit
+/// rate is the engine's gauge where it has one, else (vLLM's counters)
+/// hits over queries between successive scrapes, at the later one.
+/// Figures the scrapes lack are left out.
+pub fn plot_series(scrapes: &[Scrape]) -> plot::ServerSeries {
+    let named = |name: &str, points: Vec<(f64, f64)>| {
+        (!points.is_empty()).then(|| (format!("server {name}"), points))
+    };
+    let requests = ["running", "waiting"]
+        .iter()
+        .filter_map(|f| named(f, points(scrapes, f, 1.0)))
+        .collect();
+    let mut hit_rate = points(scrapes, "prefix_cache_hit_rate", 100.0);
+    if hit_rate.is_empty() {
+        let counts: Vec<(f64, f64, f64)> = scrapes
+            .iter()
+            .filter_map(|s| {
+                let hits = value_of(s, "prefix_cache_hits")?;
+                let queries = value_of(s, "prefix_cache_queries")?;
+                Some((s.t_ms.max(0.0) / 1000.0, hits, queries))
+            })
+            .collect();
+        hit_rate = counts
+            .windows(2)
+            .filter_map(|w| {
+                let (hits, queries) = (w[1].1 - w[0].1, w[1].2 - w[0].2);
+                // No query in the interval (or a restart): no rate.
+                (queries > 0.0 && hits >= 0.0).then(|| (w[1].0, 100.0 * hits / queries))
+            })
+            .collect();
+    }
+    let shares = [
+        named("KV-cache usage", points(scrapes, "kv_cache_usage", 100.0)),
+        named("prefix-cache hit rate", hit_rate),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    plot::ServerSeries { requests, shares }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(t_ms: f64, values: &[(&str, f64)]) -> Scrape {
+        Scrape {
+            t_ms,
+            values: values
+                .iter()
+                .map(|(name, v)| {
+                    let i = server_metrics::KNOWN
+                        .iter()
+                        .position(|k| k.name == *name)
+                        .unwrap();
+                    (i, *v)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_panel_shows_cache_usage_and_hit_rate_in_percent() {
+        // vLLM: the hit rate from its counters, between scrapes.
+        let scrapes = [
+            scrape(
+                -500.0,
+                &[
+                    ("vllm:num_requests_running", 0.0),
+                    ("vllm:kv_cache_usage_perc", 0.0),
+                    ("vllm:prefix_cache_queries_total", 100.0),
+                    ("vllm:prefix_cache_hits_total", 0.0),
+                ],
+            ),
+            scrape(
+                1000.0,
+                &[
+                    ("vllm:num_requests_running", 3.0),
+                    ("vllm:kv_cache_usage_perc", 0.25),
+                    ("vllm:prefix_cache_queries_total", 300.0),
+                    ("vllm:prefix_cache_hits_total", 50.0),
+                ],
+            ),
+            // No query in this interval: no rate.
+            scrape(
+                2000.0,
+                &[
+                    ("vllm:kv_cache_usage_perc", 0.5),
+                    ("vllm:prefix_cache_queries_total", 300.0),
+                    ("vllm:prefix_cache_hits_total", 50.0),
+                ],
+            ),
+        ];
+        let s = plot_series(&scrapes);
+        assert_eq!(
+            s.requests,
+            [("server running".to_string(), vec![(0.0, 0.0), (1.0, 3.0)])]
+        );
+        assert_eq!(
+            s.shares,
+            [
+                (
+                    "server KV-cache usage".to_string(),
+                    vec![(0.0, 0.0), (1.0, 25.0), (2.0, 50.0)]
+                ),
+                (
+                    "server prefix-cache hit rate".to_string(),
+                    vec![(1.0, 25.0)]
+                ),
+            ]
+        );
+        // SGLang's gauge, as it is.
+        let s = plot_series(&[scrape(0.0, &[("sglang:cache_hit_rate", 0.5)])]);
+        assert!(s.requests.is_empty());
+        assert_eq!(
+            s.shares,
+            [(
+                "server prefix-cache hit rate".to_string(),
+                vec![(0.0, 50.0)]
+            )]
+        );
+    }
 }
