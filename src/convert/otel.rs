@@ -89,21 +89,43 @@ struct Tally {
     no_output: u64,
 }
 
-/// A model call read, before wrappers and duplicates are left out.
+/// A model call read, before wrappers and duplicates are left out: the
+/// few fields its request is made of (an input may hold hundreds of
+/// thousands; a whole `Request` each was most of the memory).
 struct Call {
-    req: Request,
-    /// Its span id and its parent's, as [`id_key`]s.
-    span: Option<u128>,
-    parent: Option<u128>,
+    /// The span's line in the input.
+    line: u64,
+    start: Option<i64>,
+    end: Option<i64>,
+    input: Option<u64>,
+    /// The output count the span reports.
+    output: Option<u64>,
+    /// What `output_length` starts as (the count, else max_tokens, else 0).
+    output_length: u64,
+    max_tokens: Option<u64>,
+    cached: Option<u64>,
+    ttft_ms: Option<f64>,
+    failed: bool,
+    model: Option<Box<str>>,
+    session: Option<Box<str>>,
+    id: Option<Box<str>>,
+    /// The trace, only where the request needs it (see [`call`]).
+    trace: Option<Box<str>>,
+    prompt: Option<Box<Prompt>>,
+    output_text: Option<Box<str>>,
+    /// Its span id and its parent's, as [`id_key`]s (0: none).
+    span: u128,
+    parent: u128,
     /// What makes two exports one call, hashed (128 bits: a collision is
-    /// as likely as between random numbers).
-    dup_key: Option<u128>,
+    /// as likely as between random numbers; 0: no start, never one).
+    dup_key: u128,
 }
 
 /// A span id as a 128-bit hash: the ids of a large export take 16 bytes
 /// each (a collision is as likely as between random numbers).
 fn id_key(id: &str) -> u128 {
-    xxhash_rust::xxh3::xxh3_128(id.as_bytes())
+    // 0 stands for no id.
+    xxhash_rust::xxh3::xxh3_128(id.as_bytes()).max(1)
 }
 
 /// Calls in blocks of this many, so that each block is freed once its
@@ -932,34 +954,24 @@ fn call(
     if let Some((field, text)) = naive_time(obj) {
         ctx.naive_time(loc, field, &text);
     }
-    let mut req = Request::new(loc.clone(), start.unwrap_or(0));
-    req.end_ns = end;
-    req.input_length = first_count(attrs, INPUT)?;
+    let input = first_count(attrs, INPUT)?;
     let output = first_count(attrs, OUTPUT)?;
-    req.max_tokens = first_count(attrs, MAX_TOKENS)?;
-    req.observed.prompt_tokens = req.input_length;
-    req.observed.completion_tokens = output;
-    req.observed.cached_tokens = first_count(attrs, CACHED)?;
-    req.observed.ttft_ms = ttft_ms(obj, attrs, start)?;
-    req.observed.e2e_ms = start.zip(end).map(|(s, e)| (e - s) as f64 / 1e6);
-    req.fate = if is_error(obj, attrs) {
-        Fate::Failed
-    } else {
-        Fate::Ok
-    };
+    let max_tokens = first_count(attrs, MAX_TOKENS)?;
+    let cached = first_count(attrs, CACHED)?;
+    let ttft_ms = ttft_ms(obj, attrs, start)?;
+    let failed = is_error(obj, attrs);
     // Without an output count, the text the call generated, where the
     // span has it, is counted with --tokenizer when the call is handed on
     // (as for LiteLLM and Langfuse, and marked in `observed.counted`);
     // else its max_tokens stands for it.
     let text = match output {
-        None if req.fate == Fate::Ok => generated_text(attrs),
+        None if !failed => generated_text(attrs),
         _ => None,
     };
-    req.mark_counts = true;
-    req.output_length = match (output, req.max_tokens) {
+    let output_length = match (output, max_tokens) {
         (Some(n), _) => n,
         (None, _) if text.is_some() => 0,
-        (None, Some(max)) if req.fate == Fate::Ok => {
+        (None, Some(max)) if !failed => {
             st.tally.no_output += 1;
             if st.first_no_output.is_none() {
                 st.first_no_output = Some((
@@ -972,7 +984,6 @@ fn call(
         }
         (None, _) => 0,
     };
-    req.output_text = text;
     let mut model = None;
     for k in MODEL {
         if let Some(m) = string(attrs, k)? {
@@ -982,17 +993,8 @@ fn call(
             }
         }
     }
-    req.model = model;
-    req.session = first_string(attrs, SESSION)?;
-    req.id = ids.span.clone();
-    if req.id.is_some() && start.is_some() && end.is_some() {
-        req.group = req.session.clone().or_else(|| ids.trace.clone());
-    } else {
-        // Only a call without a group needs its trace (--graph groups it
-        // by it); the others are spared the copy.
-        req.trace_id = ids.trace.clone();
-    }
-    req.prompt = prompt(attrs).map(Box::new);
+    let session = first_string(attrs, SESSION)?;
+    let prompt = prompt(attrs).map(Box::new);
     let response_id = first_string(attrs, RESPONSE_ID)?;
     let dup_key = start.map(|s| {
         dup_key(
@@ -1000,17 +1002,40 @@ fn call(
             s,
             end,
             response_id.as_deref(),
-            req.model.as_deref(),
-            req.input_length,
+            model.as_deref(),
+            input,
             output,
         )
     });
+    // The trace stands for the group of a call without a session, and
+    // for a call without a group (--graph groups it by it); the others are
+    // spared the copy.
+    let grouped = ids.span.is_some() && start.is_some() && end.is_some();
+    let trace = match (grouped, &session) {
+        (true, Some(_)) => None,
+        _ => ids.trace.as_deref().map(Box::from),
+    };
     st.tally.calls += 1;
     let call = Call {
-        req,
-        span: ids.span.as_deref().map(id_key),
-        parent: ids.parent.as_deref().map(id_key),
-        dup_key,
+        line: loc.line,
+        start,
+        end,
+        input,
+        output,
+        output_length,
+        max_tokens,
+        cached,
+        ttft_ms,
+        failed,
+        model: model.map(Box::from),
+        session: session.map(Box::from),
+        id: ids.span.as_deref().map(Box::from),
+        trace,
+        prompt,
+        output_text: text.map(Box::from),
+        span: ids.span.as_deref().map_or(0, id_key),
+        parent: ids.parent.as_deref().map_or(0, id_key),
+        dup_key: dup_key.unwrap_or(0),
     };
     match st.calls.last_mut() {
         Some(block) if block.len() < BLOCK => block.push(call),
@@ -1021,6 +1046,39 @@ fn call(
         }
     }
     Ok(())
+}
+
+impl Call {
+    /// The request handed on, read from `source`.
+    fn request(self, source: &Arc<str>) -> Request {
+        let mut req = Request::new(
+            Location::new(source.clone(), self.line),
+            self.start.unwrap_or(0),
+        );
+        req.end_ns = self.end;
+        req.input_length = self.input;
+        req.max_tokens = self.max_tokens;
+        req.observed.prompt_tokens = self.input;
+        req.observed.completion_tokens = self.output;
+        req.observed.cached_tokens = self.cached;
+        req.observed.ttft_ms = self.ttft_ms;
+        req.observed.e2e_ms = self.start.zip(self.end).map(|(s, e)| (e - s) as f64 / 1e6);
+        req.fate = if self.failed { Fate::Failed } else { Fate::Ok };
+        req.mark_counts = true;
+        req.output_length = self.output_length;
+        req.output_text = self.output_text.map(String::from);
+        req.model = self.model.map(String::from);
+        req.session = self.session.map(String::from);
+        req.id = self.id.map(String::from);
+        let trace = self.trace.map(String::from);
+        if req.id.is_some() && self.start.is_some() && self.end.is_some() {
+            req.group = req.session.clone().or(trace);
+        } else {
+            req.trace_id = trace;
+        }
+        req.prompt = self.prompt;
+        req
+    }
 }
 
 /// What makes two exports one call (trace, start, end, response id,
@@ -1056,7 +1114,8 @@ fn dup_key(
             None => h.update(&[0]),
         }
     }
-    h.digest128()
+    // 0 stands for no key.
+    h.digest128().max(1)
 }
 
 /// The text a call generated: output messages (OTel "parts", OpenAI
@@ -1077,7 +1136,7 @@ fn generated_text(attrs: &Object) -> Option<String> {
 
 /// Leave out wrappers and duplicates, hand the calls on, and say what the
 /// input held.
-fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
+fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
     let State {
         calls,
         parents,
@@ -1091,12 +1150,13 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
     let spans: HashMap<u128, (i64, Option<i64>)> = calls
         .iter()
         .flatten()
-        .filter_map(|c| Some((c.span?, (c.req.start_ns, c.req.end_ns))))
+        .filter(|c| c.span != 0)
+        .map(|c| (c.span, (c.start.unwrap_or(0), c.end)))
         .collect();
     let mut wrappers: HashSet<u128> = HashSet::new();
     for c in calls.iter().flatten() {
-        let inner = (c.req.start_ns, c.req.end_ns);
-        let mut at = c.parent;
+        let inner = (c.start.unwrap_or(0), c.end);
+        let mut at = Some(c.parent).filter(|&p| p != 0);
         let mut steps = 0;
         while let Some(p) = at {
             if let Some(&outer) = spans.get(&p) {
@@ -1113,21 +1173,23 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
     }
     drop(spans);
     drop(parents);
+    // Room for every call at once: the list of requests would otherwise
+    // double its capacity as they come, copying itself each time (with
+    // the held blocks not yet freed, the input's peak of memory).
+    ctx.requests.reserve(calls.iter().map(Vec::len).sum());
     let mut seen: HashSet<u128> = HashSet::new();
     // Block by block: each is freed as its calls are handed on.
     for block in calls {
         for c in block {
-            if c.span.is_some_and(|s| wrappers.contains(&s)) {
+            if c.span != 0 && wrappers.contains(&c.span) {
                 tally.wrappers += 1;
                 continue;
             }
-            if let Some(key) = c.dup_key {
-                if !seen.insert(key) {
-                    tally.duplicates += 1;
-                    continue;
-                }
+            if c.dup_key != 0 && !seen.insert(c.dup_key) {
+                tally.duplicates += 1;
+                continue;
             }
-            ctx.push(c.req)?;
+            ctx.push(c.request(source))?;
         }
     }
     if let Some((loc, id, max)) = first_no_output {
@@ -1249,6 +1311,10 @@ fn json_attr(attrs: &Object, key: &str) -> Option<Value> {
 
 /// `PREFIX.N.role` / `PREFIX.N.content`, N from 0.
 fn indexed(attrs: &Object, prefix: &str, role: &str, content: &str, out: &mut Vec<Value>) {
+    // Most spans have none: spare them the names made for each N.
+    if !attrs.keys().any(|k| k.starts_with(prefix)) {
+        return;
+    }
     for n in 0.. {
         let r = attrs
             .get(&format!("{prefix}{n}{role}"))
@@ -1305,11 +1371,9 @@ mod tests {
                 result.map_err(|e| e.to_string())
             ));
         }
-        for c in st.calls.iter().flatten() {
-            out.push_str(&format!(
-                "{:?} {:?} {:?} {:?}\n",
-                c.req, c.span, c.parent, c.dup_key
-            ));
+        for c in st.calls.into_iter().flatten() {
+            let keys = format!("{} {} {}", c.span, c.parent, c.dup_key);
+            out.push_str(&format!("{:?} {keys}\n", c.request(&Arc::from("t.jsonl"))));
         }
         let t = &st.tally;
         out.push_str(&format!(
