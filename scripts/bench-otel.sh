@@ -6,14 +6,17 @@
 #
 #   scripts/bench-otel.sh                 # 1 M spans
 #   N=200000 scripts/bench-otel.sh
+#   PROFILE=profiling scripts/bench-otel.sh   # the release settings with
+#                                             # line tables, for perf
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-1000000}
+PROFILE=${PROFILE:-release}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-otel}
 mkdir -p "$WORK"
-cargo build --release --quiet --bin trace-convert
-BIN=$PWD/target/release
+cargo build --profile "$PROFILE" --quiet --bin trace-convert
+BIN=$PWD/target/$PROFILE
 SPANS=$WORK/spans-$N.jsonl
 
 if [ ! -s "$SPANS" ]; then
@@ -61,4 +64,10 @@ fi
 echo "input: $(du -m "$SPANS" | cut -f1) MB, $N spans"
 /usr/bin/time -v "$BIN/trace-convert" --from otel "$SPANS" -o "$WORK/out.jsonl" 2> "$WORK/time.txt"
 grep -E "note:|Elapsed|User time|System time|Maximum resident" "$WORK/time.txt"
-echo "output: $(du -m "$WORK/out.jsonl" | cut -f1) MB, $(wc -l < "$WORK/out.jsonl") records"
+out=$(stat -c %s "$WORK/out.jsonl")
+rss=$(awk '/Maximum resident/ {print $NF * 1024}' "$WORK/time.txt")
+cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$WORK/time.txt")
+echo "output: $((out / 1000000)) MB, $(wc -l < "$WORK/out.jsonl") records"
+awk -v n="$N" -v cpu="$cpu" -v rss="$rss" -v out="$out" 'BEGIN {
+  printf "%.1f k spans per cpu-s (target 100 k); peak RSS / output %.2f (target under 2)\n",
+    n / cpu / 1000, rss / out }'

@@ -16,6 +16,11 @@
 //! Spans are gathered per input: wrappers and duplicates are found within
 //! one input, and the calls of one trace (or session) are given `after`
 //! and `delay` by [`super::graph`] when every input was read.
+//!
+//! What an input holds until its end is kept small: per span its id and
+//! its parent's as 128-bit hashes, per model call its request (no
+//! attribute map), in blocks that are freed as the calls are handed on.
+//! OTLP JSON lines are read by [`otlp`] without a tree of the document.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -23,12 +28,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::chat::{openai_messages, parts_text};
+use super::chat::{openai_messages, output_text, parts_text};
 use super::fields::{Object, count, instant, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{Error, FieldError, Location, Result, quote_value};
 use crate::text::plural;
 
+mod otlp;
 mod pb;
 
 /// OTLP JSON, Jaeger downloads, flat span lists, Vercel and Phoenix spans.
@@ -55,13 +61,22 @@ pub fn sniff(head: &Head) -> bool {
 
 /// OTLP protobuf, as far as the head's text shows it (the head's leading
 /// whitespace, which may be the first tag byte, is trimmed): binary bytes
-/// JSON never holds, and attribute names of spans.
+/// JSON never holds, and attribute names of spans; or a Collector file
+/// export compressed message by message (see [`pb::decode`]): a 4-byte
+/// size, then a zstd frame's magic bytes (28 b5 2f fd, which the head's
+/// text shows as `(`, a replacement character, `/` and another).
 fn head_is_protobuf(head: &Head) -> bool {
-    head.contains_any(&["gen_ai.", "llm.", "openinference.", "service.name"])
+    let spans = head.contains_any(&["gen_ai.", "llm.", "openinference.", "service.name"])
         && head
             .text
             .bytes()
-            .any(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+            .any(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+    // Four size bytes, each at most 3 bytes of text when replaced.
+    let zstd_framed = head
+        .text
+        .find("(\u{fffd}/\u{fffd}")
+        .is_some_and(|at| at <= 12);
+    spans || zstd_framed
 }
 
 /// What one input held, for the note at its end.
@@ -74,21 +89,55 @@ struct Tally {
     no_output: u64,
 }
 
-/// A model call read, before wrappers and duplicates are left out.
+/// A model call read, before wrappers and duplicates are left out: the
+/// few fields its request is made of (an input may hold hundreds of
+/// thousands; a whole `Request` each was most of the memory).
 struct Call {
-    req: Request,
-    span: Option<String>,
-    parent: Option<String>,
+    /// The span's line in the input.
+    line: u64,
+    start: Option<i64>,
+    end: Option<i64>,
+    input: Option<u64>,
+    /// The output count the span reports.
+    output: Option<u64>,
+    /// What `output_length` starts as (the count, else max_tokens, else 0).
+    output_length: u64,
+    max_tokens: Option<u64>,
+    cached: Option<u64>,
+    ttft_ms: Option<f64>,
+    failed: bool,
+    model: Option<Box<str>>,
+    session: Option<Box<str>>,
+    id: Option<Box<str>>,
+    /// The trace, only where the request needs it (see [`call`]).
+    trace: Option<Box<str>>,
+    prompt: Option<Box<Prompt>>,
+    output_text: Option<Box<str>>,
+    /// Its span id and its parent's, as [`id_key`]s (0: none).
+    span: u128,
+    parent: u128,
     /// What makes two exports one call, hashed (128 bits: a collision is
-    /// as likely as between random numbers).
-    dup_key: Option<u128>,
+    /// as likely as between random numbers; 0: no start, never one).
+    dup_key: u128,
 }
+
+/// A span id as a 128-bit hash: the ids of a large export take 16 bytes
+/// each (a collision is as likely as between random numbers).
+fn id_key(id: &str) -> u128 {
+    // 0 stands for no id.
+    xxhash_rust::xxh3::xxh3_128(id.as_bytes()).max(1)
+}
+
+/// Calls in blocks of this many, so that each block is freed once its
+/// calls are handed on (the whole input's calls and the converter's list of
+/// them never take memory at once).
+const BLOCK: usize = 4096;
 
 /// Per input: the calls, and every span's parent (to find wrappers).
 #[derive(Default)]
 struct State {
-    calls: Vec<Call>,
-    parents: HashMap<String, String>,
+    calls: Vec<Vec<Call>>,
+    parents: HashMap<u128, u128>,
     tally: Tally,
     /// The whole text, for single-document inputs (to find a span's line).
     text: Option<String>,
@@ -107,8 +156,18 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
         match pb::decode(&bytes) {
             Ok(messages) => {
                 drop(bytes);
-                for m in &messages {
-                    document(ctx, &mut st, &loc, pb::to_json(m))?;
+                for m in messages {
+                    match m {
+                        pb::Frame::Proto(m) => document(ctx, &mut st, &loc, pb::to_json(&m))?,
+                        pb::Frame::Json(text) => {
+                            if !fast_document(ctx, &mut st, &loc, &text)? {
+                                match serde_json::from_str::<Value>(&text) {
+                                    Ok(doc) => document(ctx, &mut st, &loc, doc)?,
+                                    Err(e) => ctx.bad(malformed(&loc, &e))?,
+                                }
+                            }
+                        }
+                    }
                 }
             }
             Err(msg) => ctx.bad(FieldError::record(msg).at(&loc))?,
@@ -130,14 +189,17 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
         }
     }
     let first_line = line_no;
-    match serde_json::from_str::<Value>(&first) {
-        Ok(doc) => {
-            document(
-                ctx,
-                &mut st,
-                &Location::new(source.clone(), first_line),
-                doc,
-            )?;
+    let first_loc = Location::new(source.clone(), first_line);
+    let per_line = fast_document(ctx, &mut st, &first_loc, &first)?
+        || match serde_json::from_str::<Value>(&first) {
+            Ok(doc) => {
+                document(ctx, &mut st, &first_loc, doc)?;
+                true
+            }
+            Err(_) => false,
+        };
+    match per_line {
+        true => {
             let mut line = String::new();
             loop {
                 line.clear();
@@ -152,13 +214,16 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
                     continue;
                 }
                 let loc = Location::new(source.clone(), line_no);
+                if fast_document(ctx, &mut st, &loc, &line)? {
+                    continue;
+                }
                 match serde_json::from_str::<Value>(&line) {
                     Ok(doc) => document(ctx, &mut st, &loc, doc)?,
                     Err(e) => ctx.bad(malformed(&loc, &e))?,
                 }
             }
         }
-        Err(_) => {
+        false => {
             let mut text = first;
             reader
                 .read_to_string(&mut text)
@@ -266,6 +331,59 @@ fn document(ctx: &mut Ctx, st: &mut State, loc: &Location, doc: Value) -> Result
     }
 }
 
+/// One OTLP JSON document read by [`otlp`]; false when it is not in the
+/// shape that reader takes (then nothing was read, and [`document`] reads
+/// it). Every span goes through the rules as [`one_span`]'s would.
+fn fast_document(ctx: &mut Ctx, st: &mut State, loc: &Location, text: &str) -> Result<bool> {
+    let Some(spans) = otlp::spans(text) else {
+        return Ok(false);
+    };
+    for span in spans {
+        st.tally.spans += 1;
+        let own = |id: Option<otlp::Str>| id.map(|s| s.0.into_owned());
+        let ids = Ids {
+            span: own(span.span),
+            parent: own(span.parent),
+            trace: own(span.trace),
+        };
+        let loc = span_loc(st, loc, ids.span.as_deref());
+        if let (Some(id), Some(parent)) = (&ids.span, &ids.parent) {
+            st.parents.insert(id_key(id), id_key(parent));
+        }
+        let mut obj = Map::new();
+        for (name, v) in span.fields {
+            obj.insert(name.to_string(), v);
+        }
+        let result = fast_attributes(span.attributes)
+            .and_then(|attrs| call(&obj, &attrs, &ids, &loc, st, ctx));
+        if let Err(e) = result {
+            let who = ids.span.as_deref().unwrap_or("without id");
+            ctx.bad(FieldError::new(e.field, format!("span {who}: {}", e.msg)).at(&loc))?;
+        }
+    }
+    Ok(true)
+}
+
+/// The attributes the rules read, as [`attributes`] has them (every value
+/// is still checked, so that a bad one is the same error).
+fn fast_attributes(list: Vec<(otlp::Str, otlp::Attr)>) -> std::result::Result<Object, FieldError> {
+    let mut out = Map::new();
+    for (key, attr) in list {
+        let key = key.0;
+        let wanted = read_by_rules(&key);
+        let value = match attr {
+            otlp::Attr::Unset => None,
+            otlp::Attr::Text(s) => wanted.then(|| Value::String(s.0.into_owned())),
+            otlp::Attr::Value(v) => wanted.then_some(v),
+            otlp::Attr::Any(v) => any_value(&key, &v)?.filter(|_| wanted),
+        };
+        if let Some(v) = value {
+            out.insert(key.into_owned(), v);
+        }
+    }
+    Ok(out)
+}
+
 /// The line a span is on: its id's first occurrence in a single-document
 /// input, else the document's line.
 fn span_loc(st: &State, loc: &Location, id: Option<&str>) -> Location {
@@ -292,7 +410,7 @@ fn one_span(ctx: &mut Ctx, st: &mut State, loc: &Location, span: &Value) -> Resu
     let ids = Ids::of(obj);
     let loc = span_loc(st, loc, ids.span.as_deref());
     if let (Some(id), Some(parent)) = (&ids.span, &ids.parent) {
-        st.parents.insert(id.clone(), parent.clone());
+        st.parents.insert(id_key(id), id_key(parent));
     }
     let who = ids.span.as_deref().unwrap_or("without id");
     let result = attributes(obj).and_then(|attrs| call(obj, &attrs, &ids, &loc, st, ctx));
@@ -572,6 +690,67 @@ const GENERATIONS: &[&str] = &[
     "completion",
     "responses",
 ];
+const MAX_TOKENS: &[&str] = &[
+    "gen_ai.request.max_tokens",
+    "llm.invocation_parameters.max_tokens",
+];
+const RESPONSE_ID: &[&str] = &["gen_ai.response.id", "ai.response.id"];
+/// The generated text, for a call without an output count (where a
+/// JSON value, read by [`output_text`]).
+const OUTPUT_TEXT: &[&str] = &[
+    "gen_ai.output.messages",
+    "output.value",
+    "ai.response.text",
+    "gen_ai.output.text",
+];
+/// `PREFIX.N.SUFFIX` lists of messages: the prompt's, then the output's.
+const INDEXED_PROMPT: &[(&str, &str, &str)] = &[
+    ("gen_ai.prompt.", ".role", ".content"),
+    ("llm.input_messages.", ".message.role", ".message.content"),
+];
+const INDEXED_OUTPUT: &[(&str, &str, &str)] = &[
+    ("gen_ai.completion.", ".role", ".content"),
+    ("llm.output_messages.", ".message.role", ".message.content"),
+];
+
+/// Whether a rule reads the attribute `key` (the lists above and the
+/// names in the rules below): what the OTLP reader keeps of a span.
+fn read_by_rules(key: &str) -> bool {
+    const OTHERS: &[&str] = &[
+        "gen_ai.operation.name",
+        "openinference.span.kind",
+        "ai.operationId",
+        "gen_ai.response.time_to_first_chunk",
+        "gen_ai.server.time_to_first_token",
+        "gen_ai.response.time_to_first_token",
+        "ai.response.msToFirstChunk",
+        "otel.status_code",
+        "error",
+        "error.type",
+        "gen_ai.system_instructions",
+        "gen_ai.input.messages",
+        "ai.prompt.messages",
+        "input.value",
+        "gen_ai.tool.definitions",
+    ];
+    [
+        INPUT,
+        OUTPUT,
+        CACHED,
+        MODEL,
+        SESSION,
+        MAX_TOKENS,
+        RESPONSE_ID,
+        OUTPUT_TEXT,
+        OTHERS,
+    ]
+    .iter()
+    .any(|list| list.contains(&key))
+        || INDEXED_PROMPT
+            .iter()
+            .chain(INDEXED_OUTPUT)
+            .any(|(prefix, _, _)| key.starts_with(prefix))
+}
 
 /// Whether a span is a model call (see the module's description).
 fn is_call(obj: &Object, attrs: &Object) -> bool {
@@ -775,30 +954,24 @@ fn call(
     if let Some((field, text)) = naive_time(obj) {
         ctx.naive_time(loc, field, &text);
     }
-    let mut req = Request::new(loc.clone(), start.unwrap_or(0));
-    req.end_ns = end;
-    req.input_length = first_count(attrs, INPUT)?;
+    let input = first_count(attrs, INPUT)?;
     let output = first_count(attrs, OUTPUT)?;
-    req.max_tokens = first_count(
-        attrs,
-        &[
-            "gen_ai.request.max_tokens",
-            "llm.invocation_parameters.max_tokens",
-        ],
-    )?;
-    req.observed.prompt_tokens = req.input_length;
-    req.observed.completion_tokens = output;
-    req.observed.cached_tokens = first_count(attrs, CACHED)?;
-    req.observed.ttft_ms = ttft_ms(obj, attrs, start)?;
-    req.observed.e2e_ms = start.zip(end).map(|(s, e)| (e - s) as f64 / 1e6);
-    req.fate = if is_error(obj, attrs) {
-        Fate::Failed
-    } else {
-        Fate::Ok
+    let max_tokens = first_count(attrs, MAX_TOKENS)?;
+    let cached = first_count(attrs, CACHED)?;
+    let ttft_ms = ttft_ms(obj, attrs, start)?;
+    let failed = is_error(obj, attrs);
+    // Without an output count, the text the call generated, where the
+    // span has it, is counted with --tokenizer when the call is handed on
+    // (as for LiteLLM and Langfuse, and marked in `observed.counted`);
+    // else its max_tokens stands for it.
+    let text = match output {
+        None if !failed => generated_text(attrs),
+        _ => None,
     };
-    req.output_length = match (output, req.max_tokens) {
+    let output_length = match (output, max_tokens) {
         (Some(n), _) => n,
-        (None, Some(max)) if req.fate == Fate::Ok => {
+        (None, _) if text.is_some() => 0,
+        (None, Some(max)) if !failed => {
             st.tally.no_output += 1;
             if st.first_no_output.is_none() {
                 st.first_no_output = Some((
@@ -820,40 +993,150 @@ fn call(
             }
         }
     }
-    req.model = model;
-    req.session = first_string(attrs, SESSION)?;
-    req.id = ids.span.clone();
-    req.trace_id = ids.trace.clone();
-    if req.id.is_some() && start.is_some() && end.is_some() {
-        req.group = req.session.clone().or_else(|| ids.trace.clone());
-    }
-    req.prompt = prompt(attrs).map(Box::new);
-    let response_id = first_string(attrs, &["gen_ai.response.id", "ai.response.id"])?;
+    let session = first_string(attrs, SESSION)?;
+    let prompt = prompt(attrs).map(Box::new);
+    let response_id = first_string(attrs, RESPONSE_ID)?;
     let dup_key = start.map(|s| {
-        let key = json!([
-            ids.trace,
+        dup_key(
+            ids.trace.as_deref(),
             s,
             end,
-            response_id,
-            req.model,
-            req.input_length,
-            output
-        ]);
-        xxhash_rust::xxh3::xxh3_128(key.to_string().as_bytes())
+            response_id.as_deref(),
+            model.as_deref(),
+            input,
+            output,
+        )
     });
+    // The trace stands for the group of a call without a session, and
+    // for a call without a group (--graph groups it by it); the others are
+    // spared the copy.
+    let grouped = ids.span.is_some() && start.is_some() && end.is_some();
+    let trace = match (grouped, &session) {
+        (true, Some(_)) => None,
+        _ => ids.trace.as_deref().map(Box::from),
+    };
     st.tally.calls += 1;
-    st.calls.push(Call {
-        req,
-        span: ids.span.clone(),
-        parent: ids.parent.clone(),
-        dup_key,
-    });
+    let call = Call {
+        line: loc.line,
+        start,
+        end,
+        input,
+        output,
+        output_length,
+        max_tokens,
+        cached,
+        ttft_ms,
+        failed,
+        model: model.map(Box::from),
+        session: session.map(Box::from),
+        id: ids.span.as_deref().map(Box::from),
+        trace,
+        prompt,
+        output_text: text.map(Box::from),
+        span: ids.span.as_deref().map_or(0, id_key),
+        parent: ids.parent.as_deref().map_or(0, id_key),
+        dup_key: dup_key.unwrap_or(0),
+    };
+    match st.calls.last_mut() {
+        Some(block) if block.len() < BLOCK => block.push(call),
+        _ => {
+            let mut block = Vec::with_capacity(BLOCK);
+            block.push(call);
+            st.calls.push(block);
+        }
+    }
     Ok(())
+}
+
+impl Call {
+    /// The request handed on, read from `source`.
+    fn request(self, source: &Arc<str>) -> Request {
+        let mut req = Request::new(
+            Location::new(source.clone(), self.line),
+            self.start.unwrap_or(0),
+        );
+        req.end_ns = self.end;
+        req.input_length = self.input;
+        req.max_tokens = self.max_tokens;
+        req.observed.prompt_tokens = self.input;
+        req.observed.completion_tokens = self.output;
+        req.observed.cached_tokens = self.cached;
+        req.observed.ttft_ms = self.ttft_ms;
+        req.observed.e2e_ms = self.start.zip(self.end).map(|(s, e)| (e - s) as f64 / 1e6);
+        req.fate = if self.failed { Fate::Failed } else { Fate::Ok };
+        req.mark_counts = true;
+        req.output_length = self.output_length;
+        req.output_text = self.output_text.map(String::from);
+        req.model = self.model.map(String::from);
+        req.session = self.session.map(String::from);
+        req.id = self.id.map(String::from);
+        let trace = self.trace.map(String::from);
+        if req.id.is_some() && self.start.is_some() && self.end.is_some() {
+            req.group = req.session.clone().or(trace);
+        } else {
+            req.trace_id = trace;
+        }
+        req.prompt = self.prompt;
+        req
+    }
+}
+
+/// What makes two exports one call (trace, start, end, response id,
+/// model, token counts), hashed field by field, each with its presence and
+/// length so that no two keys run together.
+fn dup_key(
+    trace: Option<&str>,
+    start: i64,
+    end: Option<i64>,
+    response: Option<&str>,
+    model: Option<&str>,
+    input: Option<u64>,
+    output: Option<u64>,
+) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for text in [trace, response, model] {
+        match text {
+            Some(t) => {
+                h.update(&[1]);
+                h.update(&(t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+            }
+            None => h.update(&[0]),
+        }
+    }
+    let counts = [input, output].map(|n| n.map(|n| n as i64));
+    for n in [Some(start), end].into_iter().chain(counts) {
+        match n {
+            Some(n) => {
+                h.update(&[1]);
+                h.update(&n.to_le_bytes());
+            }
+            None => h.update(&[0]),
+        }
+    }
+    // 0 stands for no key.
+    h.digest128().max(1)
+}
+
+/// The text a call generated: output messages (OTel "parts", OpenAI
+/// messages or choices), OpenInference's output value, the Vercel SDK's
+/// text, inference-perf's `gen_ai.output.text`, or indexed completions.
+fn generated_text(attrs: &Object) -> Option<String> {
+    for k in OUTPUT_TEXT {
+        if let Some(text) = present(attrs, k).and_then(output_text) {
+            return Some(text);
+        }
+    }
+    let mut messages = Vec::new();
+    for (prefix, role, content) in INDEXED_OUTPUT {
+        indexed(attrs, prefix, role, content, &mut messages);
+    }
+    output_text(&Value::Array(messages))
 }
 
 /// Leave out wrappers and duplicates, hand the calls on, and say what the
 /// input held.
-fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
+fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
     let State {
         calls,
         parents,
@@ -864,41 +1147,50 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &str) -> Result<()> {
     // A call with a call under it, over that call's whole time, wraps it
     // (a client's span over a gateway's). A parent that ended before its
     // child started is an earlier turn, not a wrapper.
-    let spans: HashMap<&str, (i64, Option<i64>)> = calls
+    let spans: HashMap<u128, (i64, Option<i64>)> = calls
         .iter()
-        .filter_map(|c| Some((c.span.as_deref()?, (c.req.start_ns, c.req.end_ns))))
+        .flatten()
+        .filter(|c| c.span != 0)
+        .map(|c| (c.span, (c.start.unwrap_or(0), c.end)))
         .collect();
-    let mut wrappers: HashSet<String> = HashSet::new();
-    for c in &calls {
-        let inner = (c.req.start_ns, c.req.end_ns);
-        let mut at = c.parent.as_deref();
+    let mut wrappers: HashSet<u128> = HashSet::new();
+    for c in calls.iter().flatten() {
+        let inner = (c.start.unwrap_or(0), c.end);
+        let mut at = Some(c.parent).filter(|&p| p != 0);
         let mut steps = 0;
         while let Some(p) = at {
-            if let Some(&outer) = spans.get(p) {
+            if let Some(&outer) = spans.get(&p) {
                 if covers(outer, inner) {
-                    wrappers.insert(p.to_string());
+                    wrappers.insert(p);
                 }
             }
             steps += 1;
             if steps > 10_000 {
                 break; // a parent cycle
             }
-            at = parents.get(p).map(String::as_str);
+            at = parents.get(&p).copied();
         }
     }
+    drop(spans);
+    drop(parents);
+    // Room for every call at once: the list of requests would otherwise
+    // double its capacity as they come, copying itself each time (with
+    // the held blocks not yet freed, the input's peak of memory).
+    ctx.requests.reserve(calls.iter().map(Vec::len).sum());
     let mut seen: HashSet<u128> = HashSet::new();
-    for c in calls {
-        if c.span.as_ref().is_some_and(|s| wrappers.contains(s)) {
-            tally.wrappers += 1;
-            continue;
-        }
-        if let Some(key) = c.dup_key {
-            if !seen.insert(key) {
+    // Block by block: each is freed as its calls are handed on.
+    for block in calls {
+        for c in block {
+            if c.span != 0 && wrappers.contains(&c.span) {
+                tally.wrappers += 1;
+                continue;
+            }
+            if c.dup_key != 0 && !seen.insert(c.dup_key) {
                 tally.duplicates += 1;
                 continue;
             }
+            ctx.push(c.request(source))?;
         }
-        ctx.push(c.req)?;
     }
     if let Some((loc, id, max)) = first_no_output {
         crate::cli::warn_at(
@@ -973,14 +1265,9 @@ fn prompt(attrs: &Object) -> Option<Prompt> {
             openai_messages(m, &mut messages);
         }
     } else {
-        indexed(attrs, "gen_ai.prompt.", ".role", ".content", &mut messages);
-        indexed(
-            attrs,
-            "llm.input_messages.",
-            ".message.role",
-            ".message.content",
-            &mut messages,
-        );
+        for (prefix, role, content) in INDEXED_PROMPT {
+            indexed(attrs, prefix, role, content, &mut messages);
+        }
     }
     if messages.is_empty() {
         return None;
@@ -1024,6 +1311,10 @@ fn json_attr(attrs: &Object, key: &str) -> Option<Value> {
 
 /// `PREFIX.N.role` / `PREFIX.N.content`, N from 0.
 fn indexed(attrs: &Object, prefix: &str, role: &str, content: &str, out: &mut Vec<Value>) {
+    // Most spans have none: spare them the names made for each N.
+    if !attrs.keys().any(|k| k.starts_with(prefix)) {
+        return;
+    }
     for n in 0.. {
         let r = attrs
             .get(&format!("{prefix}{n}{role}"))
@@ -1036,5 +1327,153 @@ fn indexed(attrs: &Object, prefix: &str, role: &str, content: &str, out: &mut Ve
                 "content": c.and_then(Value::as_str).unwrap_or(""),
             })),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// What reading `text` line by line leaves: each line's outcome, the
+    /// calls held and the tally; by [`otlp`] where it takes a line (and
+    /// how many it took), else by the generic reader.
+    fn read_lines(text: &str, fast: bool) -> (String, usize) {
+        let args = super::super::Args::parse_from(["trace-convert"]);
+        let mut ctx = Ctx::new(&args);
+        let mut st = State::default();
+        let mut out = String::new();
+        let mut taken = 0;
+        for (i, line) in text.lines().enumerate() {
+            let loc = Location::new(Arc::from("t.jsonl"), i as u64 + 1);
+            let result = match fast {
+                true => fast_document(&mut ctx, &mut st, &loc, line),
+                false => Ok(false),
+            };
+            let result = match result {
+                Ok(true) => {
+                    taken += 1;
+                    Ok(())
+                }
+                Ok(false) => match serde_json::from_str::<Value>(line) {
+                    Ok(doc) => document(&mut ctx, &mut st, &loc, doc),
+                    Err(e) => Err(malformed(&loc, &e)),
+                },
+                // A span's error: the line was the OTLP reader's.
+                Err(e) => {
+                    taken += 1;
+                    Err(e)
+                }
+            };
+            out.push_str(&format!(
+                "{}: {:?}\n",
+                i + 1,
+                result.map_err(|e| e.to_string())
+            ));
+        }
+        for c in st.calls.into_iter().flatten() {
+            let keys = format!("{} {} {}", c.span, c.parent, c.dup_key);
+            out.push_str(&format!("{:?} {keys}\n", c.request(&Arc::from("t.jsonl"))));
+        }
+        let t = &st.tally;
+        out.push_str(&format!(
+            "{} {} {} {:?} {:?}",
+            t.spans,
+            t.calls,
+            t.no_output,
+            st.parents.len(),
+            st.first_no_output
+                .as_ref()
+                .map(|(l, id, n)| (l.line, id, n))
+        ));
+        (out, taken)
+    }
+
+    #[track_caller]
+    fn same(text: &str, fast_lines: usize) {
+        let (generic, _) = read_lines(text, false);
+        let (fast, taken) = read_lines(text, true);
+        assert_eq!(fast, generic);
+        assert_eq!(taken, fast_lines, "lines the OTLP reader took");
+    }
+
+    #[test]
+    fn the_otlp_reader_reads_the_fixtures_as_the_generic_reader() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/convert/otel/");
+        for (name, lines) in [
+            ("bifrost.gaia-0-claude-code.traces.jsonl", 8),
+            ("bifrost.bigcodebench-0-zerostack.traces.jsonl", 1),
+            (
+                "litellm-migrated.naturalquestions-2165-aider.traces.jsonl",
+                5,
+            ),
+        ] {
+            let text = std::fs::read_to_string(format!("{dir}{name}")).unwrap();
+            same(&text, lines);
+        }
+    }
+
+    /// A span line in the Collector's form with these attributes and
+    /// span-level fields (JSON text after the attributes).
+    fn line(attrs: &str, more: &str) -> String {
+        format!(
+            r#"{{"resourceSpans":[{{"resource":{{"attributes":[]}},"scopeSpans":[{{"scope":{{"name":"s"}},"spans":[{{"traceId":"t1","spanId":"s1","parentSpanId":"p1","name":"chat","kind":3,"startTimeUnixNano":"1781627099248209120","endTimeUnixNano":"1781627100248209120","attributes":[{{"key":"gen_ai.operation.name","value":{{"stringValue":"chat"}}}}{attrs}]{more}}}]}}]}}]}}"#
+        )
+    }
+
+    #[test]
+    fn the_otlp_reader_agrees_on_every_value_kind_and_leaves_odd_shapes_alone() {
+        let usage = r#",{"key":"gen_ai.usage.input_tokens","value":{"intValue":"12"}},{"key":"gen_ai.usage.output_tokens","value":{"intValue":7}}"#;
+        let taken = [
+            line(usage, ""),
+            // Doubles, arrays, maps, booleans, bytes, unset and missing
+            // values; attributes no rule reads.
+            line(
+                &format!(
+                    r#"{usage},{{"key":"gen_ai.request.temperature","value":{{"doubleValue":0.5}}}},{{"key":"gen_ai.response.time_to_first_chunk","value":{{"doubleValue":"0.25"}}}},{{"key":"gen_ai.response.finish_reasons","value":{{"arrayValue":{{"values":[{{"stringValue":"stop"}}]}}}}}},{{"key":"m","value":{{"kvlistValue":{{"values":[{{"key":"a","value":{{"intValue":"1"}}}}]}}}}}},{{"key":"error","value":{{"boolValue":false}}}},{{"key":"b","value":{{"bytesValue":"AQI="}}}},{{"key":"u","value":{{}}}},{{"key":"n"}},{{"key":"session.id","value":{{"stringValue":"s\u00e9"}}}}"#
+                ),
+                r#","status":{"code":"STATUS_CODE_ERROR"},"events":[{"name":"first_token","timeUnixNano":"1781627099348209120"}],"links":[],"flags":1"#,
+            ),
+            // A bad value, an unknown type and a bad integer: the same
+            // error, from the attribute at fault.
+            line(
+                &format!(r#"{usage},{{"key":"x","value":{{"intValue":"1.5"}}}}"#),
+                "",
+            ),
+            line(
+                &format!(r#"{usage},{{"key":"x","value":{{"fooValue":1}}}}"#),
+                "",
+            ),
+            line(&format!(r#"{usage},{{"key":"x","value":"plain"}}"#), ""),
+            line(
+                r#",{"key":"gen_ai.usage.input_tokens","value":{"stringValue":"twelve"}}"#,
+                "",
+            ),
+            // A first kind repeated: the generic reader keeps the last.
+            line(
+                r#",{"key":"gen_ai.usage.output_tokens","value":{"intValue":"3","intValue":"4"}}"#,
+                "",
+            ),
+            // Unset ids and times.
+            line(usage, r#","traceId":"","spanId":null"#)
+                .replace(r#""traceId":"t1","spanId":"s1","#, ""),
+        ];
+        let odd = [
+            // Keys the generic reader looks at, repeated keys, ids as
+            // numbers, attributes as an object, null resourceSpans, a list.
+            line(usage, r#","tags":[]"#),
+            line(usage, r#","spanId":"again""#),
+            line(usage, "").replace(r#""traceId":"t1""#, r#""traceId":7"#),
+            line("", "").replace(
+                r#""attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}}]"#,
+                r#""attributes":{"gen_ai.operation.name":"chat"}"#,
+            ),
+            r#"{"resourceSpans":null}"#.to_string(),
+            format!("[{}]", line(usage, "")),
+            // A number no f64 holds, in a field no rule reads.
+            line(usage, r#","droppedEventsCount":1e400"#),
+        ];
+        let text = taken.join("\n") + "\n" + &odd.join("\n");
+        same(&text, taken.len());
     }
 }

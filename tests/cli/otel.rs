@@ -215,39 +215,51 @@ fn inference_perf_predecessor_parents_are_turns_not_wrappers() {
     );
 }
 
+/// The word-level tokenizer of the counting tests: one token per word
+/// and per run of punctuation.
+fn wordlevel() -> String {
+    data("wordlevel-tokenizer.json")
+        .to_string_lossy()
+        .into_owned()
+}
+
 #[test]
-fn spans_without_token_counts_take_max_tokens_and_say_so() {
+fn spans_without_token_counts_are_counted_from_their_text_and_marked() {
+    // inference-perf's chain has no usage at all: the prompt (the rendered
+    // conversation) and `gen_ai.output.text` are counted, and marked so.
     let path = fixture("inference-perf.simple_chain.json");
-    let run = Cmd::new("trace-convert").arg(&path).run();
+    let run = Cmd::new("trace-convert")
+        .args(["--tokenizer", &wordlevel(), &path])
+        .run();
     let got = records(&run);
+    // "<|user|>\nWhat is the capital of France?\n": "<|", "user", "|>",
+    // six words, "?": 10. The answer, "The capital of France is Paris.
+    // Paris is not only the capital but also the largest city in France,
+    // known for its art, fashion, gastronomy, and culture.": 26 words and 7
+    // punctuation marks, 33.
+    let counted = json!(["input_length", "output_length"]);
+    assert_eq!(got[0]["input_length"], json!(10));
+    assert_eq!(got[0]["output_length"], json!(33));
+    assert_eq!(
+        got[0]["observed"],
+        json!({"e2e_ms": 2500, "counted": counted, "status": "ok"})
+    );
     let lengths: Vec<_> = got
         .iter()
         .map(|r| {
             (
                 r["timestamp"].clone(),
-                r["output_length"].clone(),
-                r["observed"].clone(),
+                r["output_length"].as_u64().unwrap() > 0,
+                r["observed"]["counted"].clone(),
             )
         })
         .collect();
     assert_eq!(
         lengths,
         vec![
-            (
-                json!(0),
-                json!(500),
-                json!({"e2e_ms": 2500, "status": "ok"})
-            ),
-            (
-                json!(3000),
-                json!(500),
-                json!({"e2e_ms": 2000, "status": "ok"})
-            ),
-            (
-                json!(6000),
-                json!(500),
-                json!({"e2e_ms": 2000, "status": "ok"})
-            ),
+            (json!(0), true, counted.clone()),
+            (json!(3000), true, counted.clone()),
+            (json!(6000), true, counted.clone()),
         ]
     );
     assert_eq!(got[1]["after"], json!(["capital_question"]));
@@ -255,12 +267,117 @@ fn spans_without_token_counts_take_max_tokens_and_say_so() {
     assert_eq!(got[2]["after"], json!(["landmarks_question"]));
     assert_eq!(got[2]["delay"], json!(1000));
     assert_eq!(got[0]["session_id"], json!("session"));
-    // No prompt count: the prompt text is tokenized (o200k_base).
-    assert_eq!(got[0]["input_length"], json!(12));
+    // The text is there: max_tokens (500) is not used, and not warned of.
+    assert!(!run.stderr.contains("max_tokens"), "{}", run.stderr);
+    // The default tokenizer counts the prompt too (o200k_base: 12).
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    assert_eq!(records(&run)[0]["input_length"], json!(12));
+}
+
+#[test]
+fn each_output_attribute_is_counted_and_a_span_without_one_takes_max_tokens() {
+    let dir = TestDir::new("otel-output-text");
+    let chat = |extra: Value| {
+        let mut attrs = json!({"gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": 5, "gen_ai.request.max_tokens": 64});
+        attrs
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        attrs
+    };
+    let parts = json!([{"role": "assistant", "parts": [{"type": "text", "content": "Rain later"}],
+        "finish_reason": "stop"}]);
+    let choices =
+        json!({"choices": [{"message": {"role": "assistant", "content": "one two three"}}]});
+    let variants = [
+        // OTel output messages, as JSON text ("Rain", "later": 2).
+        (
+            "parts",
+            json!({"gen_ai.output.messages": parts.to_string()}),
+        ),
+        // OpenInference: the response as JSON text, and indexed messages.
+        ("value", json!({"output.value": choices.to_string()})),
+        (
+            "indexed",
+            json!({"llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "a b c d"}),
+        ),
+        // OpenLLMetry's completions; the Vercel SDK's text.
+        ("completion", json!({"gen_ai.completion.0.content": "x, y"})),
+        ("vercel", json!({"ai.response.text": "hello"})),
+        // No output text: max_tokens stands for it.
+        ("bare", json!({})),
+        ("bare2", json!({})),
+    ];
+    let spans: Vec<Value> = variants
+        .iter()
+        .enumerate()
+        .map(|(i, (id, extra))| {
+            let at = i as u64 * 10_000_000;
+            span(
+                "t",
+                id,
+                "",
+                &ns(at),
+                &ns(at + 1_000_000),
+                chat(extra.clone()),
+            )
+        })
+        .collect();
+    // A failed call's text is not counted: it is left out as failed.
+    let mut failed = span(
+        "t",
+        "failed",
+        "",
+        &ns(100_000_000),
+        &ns(101_000_000),
+        chat(json!({"ai.response.text": "partial", "error.type": "Timeout"})),
+    );
+    failed["status"] = json!({"code": 2});
+    let mut all = spans;
+    all.push(failed);
+    let path = dir.write("t.jsonl", otlp(&all));
+    let run = Cmd::new("trace-convert")
+        .args(["--tokenizer", &wordlevel()])
+        .arg(&path)
+        .run();
+    let got = records(&run);
+    let lengths: Vec<(String, u64, Value)> = got
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["output_length"].as_u64().unwrap(),
+                r["observed"]["counted"].clone(),
+            )
+        })
+        .collect();
+    let counted = json!(["output_length"]);
+    assert_eq!(
+        lengths,
+        vec![
+            ("parts".to_string(), 2, counted.clone()),
+            ("value".to_string(), 3, counted.clone()),
+            ("indexed".to_string(), 4, counted.clone()),
+            // "x", ",", "y".
+            ("completion".to_string(), 3, counted.clone()),
+            ("vercel".to_string(), 1, counted.clone()),
+            ("bare".to_string(), 64, Value::Null),
+            ("bare2".to_string(), 64, Value::Null),
+        ]
+    );
     assert!(
         run.stderr.contains(&format!(
-            "{path}:8: warning: span capital_question: no output token count; output_length is its gen_ai.request.max_tokens (500), and so for 2 more"
+            "{}:1: warning: span bare: no output token count; output_length is its gen_ai.request.max_tokens (64), and so for 1 more",
+            path.display()
         )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("8 records read, 7 written, 1 dropped (1 failed)"),
         "{}",
         run.stderr
     );
@@ -1551,4 +1668,90 @@ fn bad_otlp_protobuf_names_the_file_and_byte_and_never_panics() {
         whole.len()
     );
     assert!(run.stderr.contains(&want), "{}", run.stderr);
+}
+
+#[test]
+fn collector_file_exports_framed_and_compressed_as_the_fileexporter_writes_them() {
+    // opentelemetry-collector-contrib exporter/fileexporter: with `format:
+    // proto` each message follows its size, 4 bytes big-endian
+    // (file_writer.go, exportMessageAsBuffer); with `compression: zstd`
+    // each message, protobuf or JSON, is one zstd frame after its size;
+    // with the native compression feature gate the file is one zstd stream
+    // (of the same frames for protobuf). Two messages: the two llm.call
+    // lines of Bifrost's export (lines 2 and 3), whose JSON twin is those
+    // two lines.
+    let dir = TestDir::new("otel-collector-files");
+    let text = std::fs::read_to_string(fixture("bifrost.gaia-0-claude-code.traces.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().skip(1).take(2).collect();
+    let twin = dir.write("twin.jsonl", lines.join("\n") + "\n");
+    let want = Cmd::new("trace-convert").arg(&twin).run();
+    want.code(0);
+    assert_eq!(want.json_lines().len(), 2);
+    let framed = |bodies: Vec<Vec<u8>>| -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in bodies {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(&b);
+        }
+        out
+    };
+    let proto: Vec<Vec<u8>> = lines
+        .iter()
+        .map(|l| pb::traces_data(&serde_json::from_str(l).unwrap()))
+        .collect();
+    let zstd = |b: &[u8]| zstd::stream::encode_all(b, 3).unwrap();
+    let files = [
+        ("proto.bin", framed(proto.clone())),
+        (
+            "proto-zstd.bin",
+            framed(proto.iter().map(|b| zstd(b)).collect()),
+        ),
+        (
+            "json-zstd.bin",
+            framed(lines.iter().map(|l| zstd(l.as_bytes())).collect()),
+        ),
+        ("proto-native.zst", zstd(&framed(proto.clone()))),
+    ];
+    for (name, bytes) in files {
+        let path = dir.write(name, &bytes);
+        // Recognised by content.
+        let run = Cmd::new("trace-convert").arg(&path).run();
+        run.code(0);
+        assert_eq!(run.stdout_str(), want.stdout_str(), "{name}");
+        assert!(
+            run.stderr
+                .contains(&format!("{}: recognised as otel input", path.display())),
+            "{name}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains(": 2 spans read, 2 model calls\n"),
+            "{name}: {}",
+            run.stderr
+        );
+    }
+    // A compressed frame that is not zstd inside is named by its offset.
+    let mut bad = framed(vec![proto[0].clone()]);
+    let second = {
+        let mut z = zstd(&proto[1]);
+        z.truncate(z.len() - 3);
+        z
+    };
+    let at = bad.len() + 4;
+    bad.extend_from_slice(&(second.len() as u32).to_be_bytes());
+    bad.extend_from_slice(&second);
+    let path = dir.write("cut-zstd.bin", &bad);
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "otel"])
+        .arg(&path)
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:1: error: malformed zstd frame (byte {at}): ",
+            path.display()
+        )),
+        "{}",
+        run.stderr
+    );
 }

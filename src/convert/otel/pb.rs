@@ -146,11 +146,14 @@ pub struct KeyValueList {
     pub values: Vec<KeyValue>,
 }
 
+/// The first bytes of a zstd frame.
+const ZSTD: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
 /// Whether bytes are OTLP protobuf rather than JSON: a `resource_spans`
 /// field (tag 1, length-delimited) whose message starts with a resource or
 /// scope spans field, in a head with a byte JSON text never holds (a
-/// control character); or the same after a 4-byte big-endian size, as the
-/// Collector's file exporter frames messages with `format: proto`.
+/// control character); or the Collector's file export (see [`decode`]): a
+/// 4-byte big-endian size, then such a message or a zstd frame.
 pub fn looks_like(head: &[u8]) -> bool {
     let binary = head
         .iter()
@@ -165,15 +168,34 @@ pub fn looks_like(head: &[u8]) -> bool {
             Err(_) => false,
         }
     };
-    binary && (message(head) || (head.first() == Some(&0) && head.len() > 4 && message(&head[4..])))
+    let framed = |b: &[u8]| b.len() > 4 && (message(&b[4..]) || b[4..].starts_with(&ZSTD));
+    binary && (message(head) || framed(head))
 }
 
-/// The messages of a protobuf input: one message, or a sequence of
-/// size-framed ones; an error names the byte offset and prost's reason.
-pub fn decode(bytes: &[u8]) -> Result<Vec<TracesData>, String> {
-    if bytes.first() != Some(&0) {
+/// One message of an input: protobuf, or (a compressed frame of the
+/// Collector's JSON format) the text of one OTLP JSON document.
+pub enum Frame {
+    Proto(TracesData),
+    Json(String),
+}
+
+/// The messages of a binary input, as the OpenTelemetry Collector's file
+/// exporter writes them (opentelemetry-collector-contrib,
+/// `exporter/fileexporter/file_writer.go`, `exportMessageAsBuffer`): each
+/// message after its size, a 4-byte big-endian unsigned integer. With
+/// `format: proto` every message is framed so; with `compression: zstd`
+/// each message, JSON or protobuf, is compressed into one zstd frame before
+/// it is framed (`marshaller.go`), unless the native compression feature
+/// gate makes the whole file one zstd stream (`compression_writer.go`),
+/// which the input reader opens like any zstd file. One message on its own
+/// (a `.pb` request body) is read too: it starts with its first field's
+/// tag, 0x0a, where a size starts with 0 (messages under 16 MiB), or the
+/// sizes lead exactly to the end of the input. An error names the byte
+/// offset and the reason.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Frame>, String> {
+    if bytes.first() == Some(&0x0a) && !frames_fit(bytes) {
         return TracesData::decode(bytes)
-            .map(|m| vec![m])
+            .map(|m| vec![Frame::Proto(m)])
             .map_err(|e| format!("malformed OTLP protobuf (byte 0): {e}"));
     }
     let mut out = Vec::new();
@@ -193,13 +215,42 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<TracesData>, String> {
                 bytes.len() - body
             ));
         };
-        out.push(
-            TracesData::decode(msg)
-                .map_err(|e| format!("malformed OTLP protobuf (byte {body}): {e}"))?,
-        );
+        out.push(frame(msg, body)?);
         at = body + size;
     }
     Ok(out)
+}
+
+/// Whether the input is a sequence of size-framed messages to its last
+/// byte.
+fn frames_fit(bytes: &[u8]) -> bool {
+    let mut at = 0usize;
+    while let Some(size) = bytes.get(at..at + 4) {
+        let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
+        at = at + 4 + size;
+    }
+    at == bytes.len()
+}
+
+/// One framed message, at byte `at`: protobuf, or a zstd frame of
+/// protobuf or JSON.
+fn frame(msg: &[u8], at: usize) -> Result<Frame, String> {
+    let proto = |b: &[u8]| {
+        TracesData::decode(b)
+            .map(Frame::Proto)
+            .map_err(|e| format!("malformed OTLP protobuf (byte {at}): {e}"))
+    };
+    if !msg.starts_with(&ZSTD) {
+        return proto(msg);
+    }
+    let plain = zstd::stream::decode_all(msg)
+        .map_err(|e| format!("malformed zstd frame (byte {at}): {e}"))?;
+    if plain.first() == Some(&b'{') {
+        return String::from_utf8(plain)
+            .map(Frame::Json)
+            .map_err(|e| format!("malformed OTLP JSON in the zstd frame at byte {at}: {e}"));
+    }
+    proto(&plain)
 }
 
 fn hex(bytes: &[u8]) -> Value {
