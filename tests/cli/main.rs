@@ -12,6 +12,7 @@ mod layers;
 mod limits;
 mod man;
 mod otel;
+mod panics;
 mod peers;
 mod pipes;
 mod real_server;
