@@ -8,6 +8,7 @@ mod convert;
 mod deploy;
 mod fuzz;
 mod golden;
+mod hostile;
 mod layers;
 mod limits;
 mod man;

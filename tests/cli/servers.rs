@@ -441,3 +441,23 @@ pub fn hold_open(mut conn: TcpStream) {
     let mut byte = [0; 1];
     while matches!(conn.read(&mut byte), Ok(n) if n > 0) {}
 }
+/// Close `conn` with a reset (RST) rather than an orderly end.
+pub fn reset(conn: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on the socket this thread owns, with a value of
+    // the size given.
+    unsafe {
+        libc::setsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(conn);
+}
