@@ -75,6 +75,14 @@ impl ResultWriter {
                 });
             }
         }
+        // The line is redacted whole below; the error first too, so that
+        // a credential the server sent JSON-escaped (escaped twice in the
+        // line) is hidden as well.
+        if let Some(e) = &r.error {
+            if let std::borrow::Cow::Owned(hidden) = cli::redact(e) {
+                r.error = Some(hidden);
+            }
+        }
         let wrote = std::panic::catch_unwind(AssertUnwindSafe(|| self.write_one(&r)));
         if let Err(panic) = wrote {
             let what = super::internal::describe(&*panic);

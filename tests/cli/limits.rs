@@ -551,3 +551,113 @@ fn durations_on_the_command_line_are_bounded() {
         );
     }
 }
+
+/// As [`echo_head`], and for `case-headers-json` an error event whose
+/// message is the request's headers as a JSON object.
+fn echo_head_as_json(head: &str, body: &str) -> Answer {
+    if !body.contains("case-headers-json") {
+        return echo_head(head, body);
+    }
+    let headers: serde_json::Map<String, serde_json::Value> = head
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
+    let message = serde_json::Value::Object(headers).to_string();
+    let event = serde_json::json!({"error": {"message": message}});
+    Answer::sse(
+        format!("data: {event}\n\ndata: [DONE]\n\n").as_bytes(),
+        1000,
+    )
+}
+
+/// Each `case` of the echo server once, as a trace.
+fn echo_trace(cases: &[&str]) -> String {
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            format!("{{\"timestamp\":{i},\"text_input\":\"case-{case}\",\"output_length\":2}}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn credentials_with_quotes_and_backslashes_are_hidden_in_json_too() {
+    let server = Scripted::start_with_head(std::sync::Arc::new(echo_head_as_json));
+    let dir = TestDir::new("redact-escaped");
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--quiet", "--url", &server.url, "-o", "r.ndjson"])
+        .args(["--header", r#"X-Api-Key: xk-"quoted\key"#])
+        .env("OPENAI_API_KEY", r#"sk-back\slash"quote"#)
+        .stdin(echo_trace(&["json", "event", "headers-json"]))
+        .run();
+    run.code(0);
+    // What the server saw, and each form it may take in an output: as is,
+    // inside a JSON string, inside a CSV cell.
+    let seen = server.seen.lock().unwrap()[0].head.clone();
+    assert!(seen.contains(r#"x-api-key: xk-"quoted\key"#), "{seen}");
+    let forms = [
+        r#"xk-"quoted\key"#,
+        r#"xk-\"quoted\\key"#,
+        r#"xk-""quoted\key"#,
+        r#"sk-back\slash"quote"#,
+        r#"sk-back\\slash\"quote"#,
+        r#"sk-back\slash""quote"#,
+        "quoted",
+        "slash",
+    ];
+    let results = String::from_utf8(dir.read("r.ndjson")).unwrap();
+    let csv = dir
+        .cmd("trace-summarize")
+        .args(["--requests", "csv", "r.ndjson"])
+        .run();
+    let json = dir
+        .cmd("trace-summarize")
+        .args(["--requests", "json", "r.ndjson"])
+        .run();
+    for out in [&results, &csv.stdout_str(), &json.stdout_str(), &run.stderr] {
+        for form in forms {
+            assert!(!out.contains(form), "{form} in\n{out}");
+        }
+    }
+    assert_eq!(results.lines().count(), 3);
+    // Two credentials in each of three echoes.
+    assert_eq!(results.matches("[REDACTED]").count(), 6, "{results}");
+}
+
+#[test]
+fn short_credentials_are_hidden_where_they_stand_as_credentials() {
+    let server = Scripted::start_with_head(std::sync::Arc::new(echo_head_as_json));
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", &server.url])
+        .args(["--header", "X-Api-Key: ab"])
+        .args(["--header", "X-Trace: ab"])
+        .env("OPENAI_API_KEY", "xy")
+        .stdin(echo_trace(&["event", "headers-json"]))
+        .run();
+    run.code(0);
+    let mut results = run.json_lines();
+    results.sort_by_key(|r| r["index"].as_u64());
+    // `Name: value` in the echoed head: the credentials hidden, the same
+    // two letters elsewhere kept.
+    let event = results[0]["error"].as_str().unwrap();
+    for want in [
+        "authorization: [REDACTED] | ",
+        "x-api-key: [REDACTED] | ",
+        "x-trace: ab | ",
+    ] {
+        assert!(event.contains(want), "{want} in {event}");
+    }
+    // `"name":"value"` in an echoed JSON object (escaped in the line).
+    let headers = results[1]["error"].as_str().unwrap();
+    for want in [
+        r#""authorization":"[REDACTED]""#,
+        r#""x-api-key":"[REDACTED]""#,
+        r#""x-trace":"ab""#,
+    ] {
+        assert!(headers.contains(want), "{want} in {headers}");
+    }
+    assert!(!run.stdout_str().contains("Bearer xy"));
+}
