@@ -661,3 +661,97 @@ fn short_credentials_are_hidden_where_they_stand_as_credentials() {
     }
     assert!(!run.stdout_str().contains("Bearer xy"));
 }
+
+/// Values no numeric flag should take, or that overflow every type.
+const ABSURD: [&str; 4] = ["18446744073709551616", "-1", "NaN", "1e400"];
+
+/// Every flag that takes a value, of every tool that ends by itself
+/// (trace-sim serves until stopped; trace-sweep runs trace-replay, whose
+/// flags are here), fed absurd values: the tool ends with status 0, 1 or
+/// 2, never a panic nor an abort, and a refusal is one `error` line.
+#[test]
+fn no_flag_value_makes_a_tool_panic() {
+    use clap::CommandFactory;
+    let dir = TestDir::new("limits-flags");
+    dir.write("t.jsonl", format!("{OK}\n"));
+    dir.write(
+        "r.ndjson",
+        "{\"index\":0,\"scheduled_ms\":0,\"sent_ms\":1,\"status\":\"ok\",\"ttft_ms\":1,\"e2e_ms\":2,\"completion_tokens\":3}\n",
+    );
+    let tools: [(&str, clap::Command, &[&str]); 7] = [
+        (
+            "trace-convert",
+            tracekit::convert::Args::command(),
+            &["--from", "mooncake", "t.jsonl"],
+        ),
+        (
+            "trace-validate",
+            tracekit::validate::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-slice",
+            tracekit::slice::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-rescale",
+            tracekit::rescale::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-summarize",
+            tracekit::summarize::Args::command(),
+            &["r.ndjson"],
+        ),
+        (
+            "trace-synth",
+            tracekit::synth::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-replay",
+            tracekit::replay::Args::command(),
+            &["--sim", "--quiet", "--timeout", "2s", "t.jsonl"],
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (tool, cmd, rest) in &tools {
+        for arg in cmd.get_arguments() {
+            let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) else {
+                continue;
+            };
+            for value in ABSURD {
+                runs.push((*tool, format!("--{long}={value}"), *rest));
+            }
+        }
+    }
+    // Two at a time: the machine's cores.
+    let runs = std::sync::Mutex::new(runs);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let Some((tool, flag, rest)) = runs.lock().unwrap().pop() else {
+                        return;
+                    };
+                    let run = dir.cmd(tool).arg(&flag).args(rest).run();
+                    assert!(
+                        [0, 1, 2].contains(&run.code) && !run.stderr.contains("panicked"),
+                        "{tool} {flag}: status {}\n{}",
+                        run.code,
+                        run.stderr
+                    );
+                    if run.code == 2 {
+                        assert!(
+                            run.stderr.contains(&format!("{tool}: "))
+                                && run.stderr.contains("error"),
+                            "{tool} {flag}: {}",
+                            run.stderr
+                        );
+                    }
+                }
+            });
+        }
+    });
+}
