@@ -35,41 +35,106 @@ pub enum Outcome {
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
 
-/// Credentials no output may show, longest first.
-static SECRETS: OnceLock<Vec<String>> = OnceLock::new();
+/// Credentials no output may show.
+static SECRETS: OnceLock<Secrets> = OnceLock::new();
 
-/// Secrets shorter than this are not hidden: replacing every `ab` in
-/// every message would hide more than it protects.
+/// The credentials to hide, as [`hide_secrets`] sorted them.
+struct Secrets {
+    /// Hidden wherever they occur, longest first, each as given and as it
+    /// reads inside a JSON string (`"` and `\` escaped).
+    long: Vec<String>,
+    /// Shorter ones, hidden only where they are a credential header's
+    /// value or follow `Bearer`/`Basic`.
+    short: Option<regex::Regex>,
+}
+
+/// Secrets shorter than this are hidden only where they stand as a
+/// credential: replacing every `ab` in every message would hide more
+/// than it protects.
 const MIN_SECRET_LEN: usize = 4;
 
 /// Hide these credentials from every line this module writes to standard
 /// error and from whatever a tool passes to [`redact`]. Set once.
 pub fn hide_secrets(secrets: impl IntoIterator<Item = String>) {
-    let mut all: Vec<String> = secrets
-        .into_iter()
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
-        .collect();
+    let mut long = Vec::new();
+    let mut short = Vec::new();
+    for s in secrets {
+        if s.is_empty() {
+            continue;
+        }
+        // Inside a result line (JSON) the secret reads escaped.
+        let quoted = serde_json::to_string(&s).expect("a string serializes");
+        let escaped = quoted[1..quoted.len() - 1].to_string();
+        let forms = if escaped != s {
+            vec![s, escaped]
+        } else {
+            vec![s]
+        };
+        for form in forms {
+            if form.len() >= MIN_SECRET_LEN {
+                long.push(form);
+            } else {
+                short.push(form);
+            }
+        }
+    }
     // Longest first: `Bearer KEY` goes whole before `KEY` alone.
-    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    all.dedup();
-    let _ = SECRETS.set(all);
+    long.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    long.dedup();
+    let _ = SECRETS.set(Secrets {
+        long,
+        short: short_secrets(&short),
+    });
+}
+
+/// The pattern of short secrets where they stand as a credential: after a
+/// header (or JSON key, or cookie) name that says it holds one, as in
+/// `X-Api-Key: ab`, `"x-api-key":"ab"` or `token=ab`, or after `Bearer `
+/// or `Basic `; and not followed by more of a token.
+fn short_secrets(short: &[String]) -> Option<regex::Regex> {
+    if short.is_empty() {
+        return None;
+    }
+    let mut values: Vec<String> = short.iter().map(|s| regex::escape(s)).collect();
+    values.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let pattern = format!(
+        r#"(?i)((?:bearer|basic)\s+|[a-z0-9_-]*(?:auth|key|token|secret|cookie|password|session|credential)[a-z0-9_-]*\\?"?\s*[:=]\s*\\?"?\s*(?:(?:bearer|basic)\s+)?)(?:{})([^a-z0-9._~+/=-]|$)"#,
+        values.join("|")
+    );
+    regex::Regex::new(&pattern).ok()
 }
 
 /// `text` with every hidden credential replaced by `[REDACTED]`.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = std::borrow::Cow::Borrowed(text);
-    for s in SECRETS.get().into_iter().flatten() {
+    let Some(secrets) = SECRETS.get() else {
+        return out;
+    };
+    for s in &secrets.long {
         if out.contains(s.as_str()) {
             out = std::borrow::Cow::Owned(out.replace(s.as_str(), "[REDACTED]"));
+        }
+    }
+    if let Some(short) = &secrets.short {
+        if let std::borrow::Cow::Owned(hidden) = short.replace_all(&out, "${1}[REDACTED]${2}") {
+            out = std::borrow::Cow::Owned(hidden);
         }
     }
     out
 }
 
-/// The length of the longest hidden credential (0 when none): how far
-/// past a cut to look so that no credential is cut in two unredacted.
+/// How far past a cut to look so that no credential is cut in two
+/// unredacted: the longest hidden credential, or, with short ones, the
+/// longest header name that may precede one (0 when none).
 pub fn longest_secret() -> usize {
-    SECRETS.get().and_then(|s| s.first()).map_or(0, String::len)
+    SECRETS.get().map_or(0, |s| {
+        let long = s.long.first().map_or(0, String::len);
+        if s.short.is_some() {
+            long.max(64)
+        } else {
+            long
+        }
+    })
 }
 static WARNINGS: AtomicU64 = AtomicU64::new(0);
 

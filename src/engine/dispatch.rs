@@ -1,10 +1,12 @@
 //! The dispatcher: owns the schedule and sends each request when due.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use futures_util::FutureExt;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Shared;
@@ -13,13 +15,14 @@ use super::args::Args;
 use super::conversation::{self, Kept, Parent, Transcript};
 use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read};
+use super::internal::{self, Stage};
 use super::output::Results;
 use super::request::Prepared;
 use super::schedule::{Completed, Pace, Schedule};
 use super::timer::Timer;
 use crate::cli;
 use crate::error::{Error, Result};
-use crate::result::{Status, round_us};
+use crate::result::{ResultRecord, Status, round_us};
 use crate::stats::Dist;
 
 /// Records waiting for a dependency taken in at most: they are read ahead
@@ -84,6 +87,8 @@ pub(super) struct Dispatcher<'a> {
     pub(super) records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
     /// Records received and not yet taken.
     pub(super) unread: VecDeque<Read>,
+    /// Records taken, until they are sent.
+    pub(super) schedule: Schedule<Prepared>,
     pub(super) reader_done: bool,
     /// The reader sent its last record and closed its channel (it is
     /// about to end, and can be waited for).
@@ -109,46 +114,49 @@ pub(super) struct Dispatcher<'a> {
     pub(super) watch: FailWatch,
     /// Why the run stopped early, when it did: the advice for the final line.
     pub(super) aborted: Option<String>,
+    /// Requests whose task has not reported yet (warmup ones too).
+    pub(super) tasks: usize,
+    /// The record being taken into the schedule, while it is: should that
+    /// panic, its result is written from this.
+    pub(super) taking: Option<u64>,
+    /// A request whose launch panicked before its task owned it.
+    pub(super) dropped: Option<(f64, bool, Prepared)>,
 }
 
 impl Dispatcher<'_> {
     /// Run to the end; `Ok(true)` when interrupted.
     pub(super) async fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
-        let pace = match (self.args.concurrency, self.args.max_concurrency) {
-            (Some(n), _) => Pace::Closed {
-                workers: n as usize,
-            },
-            (None, m) => Pace::Open {
-                max_in_flight: m.map(|m| m as usize),
-            },
-        };
+        let pace = pace(self.args);
         self.warm_up(pace).await?;
         if self.shared.stopping.load(Ordering::SeqCst) {
-            self.cancel_rest(&mut Schedule::new(pace)).await;
+            self.cancel_rest().await;
             return Ok(true);
         }
-        let mut schedule: Schedule<Prepared> = Schedule::new(pace);
         // Fill the read-ahead before the clock starts, so the first
         // requests never wait for a prompt to be synthesized.
         // A stop is heard here too: an input that has not ended (a pipe
         // still open) may never fill the read-ahead.
         let shared = self.shared.clone();
-        while schedule.queued() < READ_AHEAD
-            && schedule.waiting() < MAX_WAITING
+        while self.schedule.queued() < READ_AHEAD
+            && self.schedule.waiting() < MAX_WAITING
             && !self.reader_done
             && !shared.stopping.load(Ordering::SeqCst)
         {
             tokio::select! {
                 r = self.read() => match r {
-                    Some(r) => self.accept(r, &mut schedule),
+                    Some(r) => self.accept(r),
                     None => self.input_closed(),
                 },
                 () = shared.stop_signal.notified() => {}
             }
         }
-        if let Some(e) = self.failure.take() {
-            // Nothing was sent: the run could not start.
-            return Err(e);
+        if self.failure.is_some() {
+            // Nothing was sent: the run could not start. After an internal
+            // error, what was taken on still gets its result.
+            if self.shared.internal.get().is_some() {
+                self.cancel_rest().await;
+            }
+            return Err(self.failure.take().expect("just checked"));
         }
         if let Some(at) = self.args.start_at {
             self.wait_for_start(at).await?;
@@ -158,29 +166,29 @@ impl Dispatcher<'_> {
         let _ = run_start.set(start);
         let duration = self.args.duration;
         loop {
-            while schedule.queued() < READ_AHEAD
-                && schedule.waiting() < MAX_WAITING
-                && self.try_take_record(&mut schedule)
+            while self.schedule.queued() < READ_AHEAD
+                && self.schedule.waiting() < MAX_WAITING
+                && self.try_take_record()
             {}
             while let Ok(c) = self.control.try_recv() {
-                self.handle(c, &mut schedule);
+                self.handle(c);
             }
             if self.shared.stopping.load(Ordering::SeqCst) || self.failure.is_some() {
                 break;
             }
             let now_ms = ms_between(start, Instant::now());
             if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
-                self.stop_reading(&mut schedule);
+                self.stop_reading();
             }
             // Records wake the dispatcher only once half the read-ahead is
             // used: until then the top of this loop takes what the reader
             // has sent, at wakeups that happen anyway.
             let want_records = !self.reader_done
-                && schedule.queued() < READ_AHEAD / 2
-                && schedule.waiting() < MAX_WAITING;
-            match schedule.next_due() {
+                && self.schedule.queued() < READ_AHEAD / 2
+                && self.schedule.waiting() < MAX_WAITING;
+            match self.schedule.next_due() {
                 Some(due) if duration.is_some_and(|d| due >= d) => {
-                    self.stop_reading(&mut schedule);
+                    self.stop_reading();
                 }
                 Some(due) => {
                     let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
@@ -190,26 +198,29 @@ impl Dispatcher<'_> {
                         // otherwise they are counted at the next wake, and
                         // a request costs one wakeup fewer.
                         let until = Until::Precise(due_at - SPIN);
-                        let completions = schedule.waits_on_completions();
+                        let completions = self.schedule.waits_on_completions();
                         let woken = self.wait(until, want_records, completions).await;
-                        self.on_wake(woken, &mut schedule);
+                        self.on_wake(woken);
                         continue;
                     }
                     while Instant::now() < due_at {
                         std::hint::spin_loop();
                     }
                     let now_ms = ms_between(start, Instant::now());
-                    while let Some((due, req)) = schedule.pop_due(now_ms) {
+                    while let Some((due, req)) = self.schedule.pop_due(now_ms) {
                         if duration.is_some_and(|d| due >= d) {
                             // Due after the end: left out, like --limit.
-                            schedule.complete(None, now_ms);
-                            self.stop_reading(&mut schedule);
+                            self.schedule.complete(None, now_ms);
+                            self.stop_reading();
                             break;
                         }
                         self.launch(req, due, false);
                     }
                 }
-                None if schedule.in_flight() == 0 && schedule.is_empty() && self.reader_done => {
+                None if self.schedule.in_flight() == 0
+                    && self.schedule.is_empty()
+                    && self.reader_done =>
+                {
                     break;
                 }
                 None => {
@@ -217,12 +228,12 @@ impl Dispatcher<'_> {
                     // cap) or for the reader.
                     let until = Until::About(Duration::from_millis(100));
                     let woken = self.wait(until, want_records, true).await;
-                    self.on_wake(woken, &mut schedule);
+                    self.on_wake(woken);
                 }
             }
         }
         let interrupted = self.shared.stopping.load(Ordering::SeqCst);
-        self.cancel_rest(&mut schedule).await;
+        self.cancel_rest().await;
         Ok(interrupted)
     }
 
@@ -285,9 +296,9 @@ impl Dispatcher<'_> {
         }
     }
 
-    pub(super) fn on_wake(&mut self, woken: Woken, schedule: &mut Schedule<Prepared>) {
+    pub(super) fn on_wake(&mut self, woken: Woken) {
         match woken {
-            Woken::Control(Some(c)) => self.handle(c, schedule),
+            Woken::Control(Some(c)) => self.handle(c),
             // The senders live in `Shared`, which outlives the dispatcher.
             Woken::Control(None) | Woken::Timer | Woken::Stop => {}
             Woken::Records(Some(batch)) => self.unread.extend(batch),
@@ -299,18 +310,16 @@ impl Dispatcher<'_> {
     /// and wait for their answers.
     pub(super) async fn warm_up(&mut self, pace: Pace) -> Result<()> {
         let cap = pace.max_in_flight().unwrap_or(usize::MAX);
-        let mut in_flight = 0usize;
         let mut left = self.args.warmup;
         while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
-            if in_flight >= cap {
-                if let Some(Control::Done { .. }) = self.control.recv().await {
-                    in_flight -= 1;
+            if self.tasks >= cap {
+                if let Some(c) = self.control.recv().await {
+                    self.handle(c);
                 }
                 continue;
             }
             match self.read().await {
                 Some(Read::Ready(req)) => {
-                    in_flight += 1;
                     self.launch(req, 0.0, true);
                 }
                 Some(Read::Unsent(req)) => self.unsent(req, None, true),
@@ -327,10 +336,9 @@ impl Dispatcher<'_> {
             }
             left -= 1;
         }
-        while in_flight > 0 {
+        while self.tasks > 0 {
             match self.control.recv().await {
-                Some(Control::Done { .. }) => in_flight -= 1,
-                Some(Control::Stop) => {}
+                Some(c) => self.handle(c),
                 None => break,
             }
         }
@@ -358,7 +366,7 @@ impl Dispatcher<'_> {
     }
 
     /// Take a record if one is ready; false when none is.
-    pub(super) fn try_take_record(&mut self, schedule: &mut Schedule<Prepared>) -> bool {
+    pub(super) fn try_take_record(&mut self) -> bool {
         if self.unread.is_empty() {
             let Some(rx) = &mut self.records else {
                 self.reader_done = true;
@@ -375,18 +383,21 @@ impl Dispatcher<'_> {
         }
         match self.unread.pop_front() {
             Some(r) => {
-                self.accept(r, schedule);
+                self.accept(r);
                 true
             }
             None => false,
         }
     }
 
-    pub(super) fn accept(&mut self, read: Read, schedule: &mut Schedule<Prepared>) {
+    pub(super) fn accept(&mut self, read: Read) {
         match read {
             Read::Ready(req) => {
-                schedule.push(req);
-                for u in schedule.take_unknown() {
+                self.taking = Some(req.index);
+                internal::fail_point(Stage::Accept, req.index);
+                self.schedule.push(req);
+                self.taking = None;
+                for u in self.schedule.take_unknown() {
                     self.unknown_after += 1;
                     if self.unknown_after <= MAX_UNKNOWN_WARNINGS {
                         self.shared.print(|| {
@@ -401,7 +412,7 @@ impl Dispatcher<'_> {
                 }
             }
             Read::Unsent(req) => self.unsent(req, None, false),
-            Read::Origin(ts) => schedule.set_origin(ts),
+            Read::Origin(ts) => self.schedule.set_origin(ts),
             Read::Failed(e) => {
                 self.reader_done = true;
                 self.failure = Some(e);
@@ -410,14 +421,14 @@ impl Dispatcher<'_> {
     }
 
     /// --duration reached: read no more; drop what is queued (left out).
-    pub(super) fn stop_reading(&mut self, schedule: &mut Schedule<Prepared>) {
+    pub(super) fn stop_reading(&mut self) {
         self.records = None;
         self.unread.clear();
         self.reader_done = true;
-        drop(schedule.drain());
+        drop(self.schedule.drain());
     }
 
-    pub(super) fn handle(&mut self, c: Control, schedule: &mut Schedule<Prepared>) {
+    pub(super) fn handle(&mut self, c: Control) {
         match c {
             Control::Done {
                 key,
@@ -429,6 +440,7 @@ impl Dispatcher<'_> {
                 warmup,
                 fate,
             } => {
+                self.tasks -= 1;
                 if warmup {
                     return;
                 }
@@ -442,7 +454,8 @@ impl Dispatcher<'_> {
                     id: id.as_deref(),
                     session: session.as_deref(),
                 };
-                schedule.complete(Some(done), ms_between(self.origin, at));
+                self.schedule
+                    .complete(Some(done), ms_between(self.origin, at));
                 self.lag.record(lag_ms);
                 if lag_ms > 5.0 {
                     self.late += 1;
@@ -490,9 +503,19 @@ impl Dispatcher<'_> {
 
     /// Start one request; its task runs as soon as the dispatcher waits.
     pub(super) fn launch(&mut self, mut req: Prepared, scheduled_ms: f64, warmup: bool) {
-        if let Some(parent) = req.parent.take() {
-            self.continue_conversation(&mut req, &parent);
+        // Until its task owns the request, a panic leaves it here for its
+        // result.
+        let before = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            internal::fail_point(Stage::Dispatch, req.index);
+            if let Some(parent) = req.parent.take() {
+                self.continue_conversation(&mut req, &parent);
+            }
+        }));
+        if let Err(panic) = before {
+            self.dropped = Some((scheduled_ms, warmup, req));
+            std::panic::resume_unwind(panic);
         }
+        self.tasks += 1;
         let origin = self.origin;
         let shared = self.shared.clone();
         let target = self.target.clone();
@@ -506,79 +529,126 @@ impl Dispatcher<'_> {
         tokio::spawn(async move {
             let sent = Instant::now();
             let sent_ms = ms_between(origin, sent);
-            // Formatted once the answer is in: off the send path.
-            let wall_sent = SystemTime::now();
-            let mut result = skeleton(
-                &req,
-                round_us(scheduled_ms),
-                round_us(sent_ms),
-                String::new(),
-            );
-            result.warmup = warmup;
-            let shard_again = shard.clone();
-            result.shard = shard;
             let lag_ms = sent_ms - scheduled_ms;
-            shared
-                .counters
-                .lag_us
-                .store((lag_ms.max(0.0) * 1000.0) as u64, Ordering::Relaxed);
-            let cancelled = async move {
-                if cancel.wait_for(|c| *c).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            // Boxed: the exchange's state is most of the task's size, and
-            // a task is moved whole several times on its way through the
-            // runtime.
-            let exchange = Box::pin(exchange::send(&target, &req, result, sent, cancelled));
-            // A bug in the exchange must still leave this request's line.
-            let (mut result, transcript) = exchange::or_error_result(exchange, || {
-                let mut r = skeleton(
+            let mut written = false;
+            let work = async {
+                // Formatted once the answer is in: off the send path.
+                let wall_sent = SystemTime::now();
+                let mut result = skeleton(
                     &req,
                     round_us(scheduled_ms),
                     round_us(sent_ms),
                     String::new(),
                 );
-                r.warmup = warmup;
-                r.shard = shard_again;
-                r
-            })
-            .await;
-            result.start_time = crate::time::rfc3339(wall_sent);
-            // What a later turn continues: the messages sent, the answer.
-            let conversation = match (req.keep, req.messages_span) {
-                (true, Some((start, end))) => {
-                    let answer = transcript.and_then(Transcript::message);
-                    let messages = conversation::continued(&req.body[start..end], answer.as_ref());
-                    let tokens = req
-                        .input_length
-                        .unwrap_or(0)
-                        .saturating_add(result.completion_tokens.unwrap_or(0));
-                    Some((messages, tokens))
+                result.warmup = warmup;
+                result.shard = shard.clone();
+                shared
+                    .counters
+                    .lag_us
+                    .store((lag_ms.max(0.0) * 1000.0) as u64, Ordering::Relaxed);
+                let cancelled = async move {
+                    if cancel.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                // Boxed: the exchange's state is most of the task's size,
+                // and a task is moved whole several times on its way
+                // through the runtime.
+                let exchange = Box::pin(exchange::send(&target, &req, result, sent, cancelled));
+                // A bug in the exchange fails this request only.
+                let (mut result, transcript) = exchange::or_error_result(exchange, || {
+                    let mut r = skeleton(
+                        &req,
+                        round_us(scheduled_ms),
+                        round_us(sent_ms),
+                        String::new(),
+                    );
+                    r.warmup = warmup;
+                    r.shard = shard.clone();
+                    r
+                })
+                .await;
+                if result.status == Status::Error
+                    && result
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with(exchange::INTERNAL_ERROR))
+                {
+                    let e = result.error.clone().unwrap_or_default();
+                    shared.print(|| {
+                        cli::warn(format!(
+                            "record {}: {e} (its result is an error; the run goes on)",
+                            req.index + 1
+                        ))
+                    });
                 }
-                _ => None,
+                result.start_time = crate::time::rfc3339(wall_sent);
+                internal::fail_point(Stage::Task, req.index);
+                // What a later turn continues: the messages sent, the answer.
+                let conversation = match (req.keep, req.messages_span) {
+                    (true, Some((start, end))) => {
+                        let answer = transcript.and_then(Transcript::message);
+                        let messages =
+                            conversation::continued(&req.body[start..end], answer.as_ref());
+                        let tokens = req
+                            .input_length
+                            .unwrap_or(0)
+                            .saturating_add(result.completion_tokens.unwrap_or(0));
+                        Some((messages, tokens))
+                    }
+                    _ => None,
+                };
+                if target.take_out_of_files() {
+                    let limit = target
+                        .open_files_limit
+                        .map_or_else(String::new, |n| format!(" of {n}"));
+                    shared.print(|| {
+                        cli::warn(format!(
+                            "connections fail for lack of files: the open-file limit{limit} \
+                             caps the requests in flight; raise it (ulimit -Hn) or cap them \
+                             with --max-concurrency"
+                        ))
+                    });
+                }
+                let fate = match result.status {
+                    Status::Ok => Fate::Ok,
+                    Status::Cancelled => Fate::Cancelled,
+                    Status::Error | Status::Timeout => Fate::Failed {
+                        error: result.error.clone().unwrap_or_default(),
+                        http_status: result.http_status,
+                    },
+                };
+                written = true;
+                results.send(result);
+                (conversation, fate)
             };
-            if target.take_out_of_files() {
-                let limit = target
-                    .open_files_limit
-                    .map_or_else(String::new, |n| format!(" of {n}"));
-                shared.print(|| {
-                    cli::warn(format!(
-                        "connections fail for lack of files: the open-file limit{limit} \
-                         caps the requests in flight; raise it (ulimit -Hn) or cap them \
-                         with --max-concurrency"
-                    ))
-                });
-            }
-            let fate = match result.status {
-                Status::Ok => Fate::Ok,
-                Status::Cancelled => Fate::Cancelled,
-                Status::Error | Status::Timeout => Fate::Failed {
-                    error: result.error.clone().unwrap_or_default(),
-                    http_status: result.http_status,
-                },
+            // A bug past the exchange stops the run, and this request
+            // still leaves its line.
+            let (conversation, fate) = match AssertUnwindSafe(work).catch_unwind().await {
+                Ok(done) => done,
+                Err(panic) => {
+                    let what = internal::describe(&*panic);
+                    shared.fail(what.clone());
+                    if !written {
+                        let mut r = skeleton(
+                            &req,
+                            round_us(scheduled_ms),
+                            round_us(sent_ms),
+                            crate::time::rfc3339(SystemTime::now()),
+                        );
+                        r.warmup = warmup;
+                        r.shard = shard;
+                        r.status = Status::Error;
+                        r.error = Some(what.clone());
+                        results.send(r);
+                    }
+                    let fate = Fate::Failed {
+                        error: what,
+                        http_status: None,
+                    };
+                    (None, fate)
+                }
             };
-            results.send(result);
             let _ = shared.control.send(Control::Done {
                 key: req.index,
                 id: req.id,
@@ -656,9 +726,9 @@ impl Dispatcher<'_> {
     /// After a stop: `cancelled` results for everything unsent, including
     /// the records still to be read; then wait for the requests in flight
     /// (their tasks write their own results).
-    pub(super) async fn cancel_rest(&mut self, schedule: &mut Schedule<Prepared>) {
+    pub(super) async fn cancel_rest(&mut self) {
         let failed = self.failure.is_some();
-        for (due, req) in schedule.drain() {
+        for (due, req) in self.schedule.drain() {
             self.unsent(req, due, false);
         }
         if !failed {
@@ -685,12 +755,70 @@ impl Dispatcher<'_> {
         }
         self.records = None;
         self.unread.clear();
-        while schedule.in_flight() > 0 {
+        while self.schedule.in_flight() > 0 {
             match self.control.recv().await {
-                Some(c) => self.handle(c, schedule),
+                Some(c) => self.handle(c),
                 None => break,
             }
         }
+    }
+}
+
+impl Dispatcher<'_> {
+    /// After the dispatcher panicked (`what`, described): stop at once,
+    /// write a result for every record taken on and not yet answered, as
+    /// an `error` naming the internal error, and wait for the requests in
+    /// flight, cancelled at once, to write theirs.
+    pub(super) async fn recover(&mut self, what: String) -> Error {
+        self.shared.fail(what.clone());
+        // Results of unsent records are written `cancelled`; the writer
+        // makes them `error`s naming the internal error.
+        if let Some((due, warmup, req)) = self.dropped.take() {
+            self.unsent(req, Some(due), warmup);
+        }
+        // The schedule may be half updated: what it still yields is kept.
+        let queued = std::panic::catch_unwind(AssertUnwindSafe(|| self.schedule.drain()))
+            .unwrap_or_default();
+        for (due, req) in queued {
+            if self.taking == Some(req.index) {
+                self.taking = None;
+            }
+            self.unsent(req, due, false);
+        }
+        // The rest of the input, as after Ctrl-C, as long as it comes.
+        while let Ok(Some(next)) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
+            match next {
+                Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
+                Read::Failed(_) => break,
+                Read::Origin(_) => {}
+            }
+        }
+        // The reader, if blocked handing over more, stops.
+        self.records = None;
+        self.unread.clear();
+        if let Some(index) = self.taking.take() {
+            // Lost inside the schedule: its index at least.
+            let now = round_us(ms_between(self.origin, Instant::now()));
+            self.results.send(ResultRecord {
+                index,
+                scheduled_ms: now,
+                sent_ms: now,
+                start_time: crate::time::rfc3339(SystemTime::now()),
+                shard: self.shard_label(),
+                status: Status::Error,
+                error: Some(format!("{what}: not sent")),
+                ..ResultRecord::default()
+            });
+        }
+        // The tasks in flight end at once (cancelled) with their results.
+        while self.tasks > 0 {
+            match tokio::time::timeout(Duration::from_secs(10), self.control.recv()).await {
+                Ok(Some(Control::Done { .. })) => self.tasks -= 1,
+                Ok(Some(Control::Stop)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        internal::stopped(&what)
     }
 }
 
@@ -714,6 +842,18 @@ pub(super) fn clock_synchronized() -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         true
+    }
+}
+
+/// How the run is paced: open loop, or closed with `--concurrency`.
+pub(super) fn pace(args: &Args) -> Pace {
+    match (args.concurrency, args.max_concurrency) {
+        (Some(n), _) => Pace::Closed {
+            workers: n as usize,
+        },
+        (None, m) => Pace::Open {
+            max_in_flight: m.map(|m| m as usize),
+        },
     }
 }
 

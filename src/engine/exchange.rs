@@ -315,6 +315,7 @@ async fn request<'a>(
 }
 
 async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measure) {
+    super::internal::fail_point(super::internal::Stage::Exchange, req.index);
     let (status, sse, mut body) = match request(target, req).await {
         Ok(answer) => answer,
         Err(e) => {
@@ -510,6 +511,9 @@ pub async fn send(
     (result, transcript)
 }
 
+/// How the `error` of a result starts when a bug (a panic) made it.
+pub const INTERNAL_ERROR: &str = "internal error";
+
 /// The result `exchange` gives, or, if it panics, the result `fallback`
 /// makes with status `error` and the panic's message: every request taken
 /// on leaves its line, whatever goes wrong inside.
@@ -521,14 +525,9 @@ pub async fn or_error_result(
     match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {
         Ok(r) => r,
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
             let mut r = fallback();
             r.status = crate::result::Status::Error;
-            r.error = Some(one_line(&format!("internal error: {msg}")));
+            r.error = Some(super::internal::describe(&*panic));
             (r, None)
         }
     }

@@ -2,6 +2,7 @@
 //! --warmup and --limit and prepared on the reader thread, ahead of the
 //! schedule.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc::error::TrySendError;
@@ -9,6 +10,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use super::Shared;
 use super::args::Args;
 use super::conversation::Parent;
+use super::internal::{self, Stage};
 use super::request::{self, BodyOptions, PrepareError, Prepared, PromptSource};
 use crate::cli::Skipper;
 use crate::error::{Error, Result};
@@ -176,6 +178,7 @@ impl<'a> Feed<'a> {
             };
             let index = self.index;
             self.index += 1;
+            internal::fail_point(Stage::Read, index);
             if self.first_timestamp.is_none() {
                 self.first_timestamp = rec.timestamp().ok().flatten();
             }
@@ -244,6 +247,9 @@ impl<'a> Feed<'a> {
 /// for them, gathered up to `READ_BATCH` once the read-ahead is full, so
 /// that keeping it full costs one wakeup of each thread per batch rather
 /// than per record.
+///
+/// A panic here stops the run: the records read so far are handed over,
+/// then the internal error.
 pub(super) fn read_records(
     args: &Args,
     inputs: &[InputSpec],
@@ -251,9 +257,29 @@ pub(super) fn read_records(
     out: tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
 ) {
+    let _caught = internal::caught_here();
+    let mut batch = Vec::new();
+    let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        read_into(args, inputs, opts, &out, shared, &mut batch);
+    }));
+    if let Err(panic) = read {
+        let what = internal::describe(&*panic);
+        shared.fail(what.clone());
+        batch.push(Read::Failed(internal::stopped(&what)));
+        let _ = out.blocking_send(batch);
+    }
+}
+
+fn read_into(
+    args: &Args,
+    inputs: &[InputSpec],
+    opts: &BodyOptions,
+    out: &tokio::sync::mpsc::Sender<Vec<Read>>,
+    shared: &Shared,
+    batch: &mut Vec<Read>,
+) {
     let mut feed = Feed::new(args, inputs, opts);
     let mut origin_sent = false;
-    let mut batch = Vec::new();
     loop {
         let stopping = shared.stopping.load(Ordering::SeqCst);
         let next = feed.next(stopping);
@@ -279,14 +305,14 @@ pub(super) fn read_records(
             break;
         }
         if batch.len() >= READ_BATCH {
-            if out.blocking_send(std::mem::take(&mut batch)).is_err() {
+            if out.blocking_send(std::mem::take(batch)).is_err() {
                 return;
             }
             continue;
         }
-        match out.try_send(std::mem::take(&mut batch)) {
+        match out.try_send(std::mem::take(batch)) {
             Ok(()) => {}
-            Err(TrySendError::Full(b)) => batch = b,
+            Err(TrySendError::Full(b)) => *batch = b,
             Err(TrySendError::Closed(_)) => return,
         }
     }
@@ -298,6 +324,6 @@ pub(super) fn read_records(
         }
     }
     if !batch.is_empty() {
-        let _ = out.blocking_send(batch);
+        let _ = out.blocking_send(std::mem::take(batch));
     }
 }

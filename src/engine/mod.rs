@@ -21,6 +21,7 @@ mod dispatch;
 mod dry_run;
 pub mod exchange;
 mod feed;
+mod internal;
 mod output;
 mod plain;
 mod preflight;
@@ -88,6 +89,8 @@ struct Shared {
     stop_signal: tokio::sync::Notify,
     /// The caller's `on_result` hook stopped the run.
     stopped_by_caller: AtomicBool,
+    /// The internal error (a panic) that stopped the run, on one line.
+    internal: OnceLock<String>,
 }
 
 impl Shared {
@@ -104,6 +107,15 @@ impl Shared {
             let _ = self.control.send(Control::Stop);
             self.stop_signal.notify_one();
         }
+    }
+
+    /// An internal error (`what`, from [`internal::describe`]): stop at
+    /// once, as a second Ctrl-C does; from now on a result the stop cuts
+    /// short is an `error` naming it. The first one is the run's.
+    fn fail(&self, what: String) {
+        let _ = self.internal.set(what);
+        self.stop();
+        let _ = self.cancel.send(true);
     }
 }
 
@@ -137,6 +149,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         return dry_run(args, &inputs, &opts);
     }
     let headers = headers(args)?;
+    internal::install_hook();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -229,6 +242,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         control: control_tx,
         stop_signal: tokio::sync::Notify::new(),
         stopped_by_caller: AtomicBool::new(false),
+        internal: OnceLock::new(),
         bar: progress_bar(args),
     });
     if let Some(limit) = args.limit {
@@ -284,6 +298,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
             control: control_rx,
             records: Some(records_rx),
             unread: VecDeque::new(),
+            schedule: schedule::Schedule::new(dispatch::pace(args)),
             reader_done: false,
             input_ended: false,
             timer,
@@ -297,11 +312,25 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
             origin: Instant::now(),
             watch: abort::FailWatch::new(args.abort_after),
             aborted: None,
+            tasks: 0,
+            taking: None,
+            dropped: None,
         };
         // The sending thread's CPU over the run tells a busy replay from
         // a busy machine, for the lateness warning.
         let cpu_before = progress::thread_cpu_ms();
-        let ended = runtime.block_on(dispatcher.run(&run_start));
+        let ended = {
+            // A panic of the dispatcher or of a request's task is caught
+            // and told here, in one line, with every record's result.
+            let _caught = internal::caught_here();
+            runtime.block_on(async {
+                let run = std::panic::AssertUnwindSafe(dispatcher.run(&run_start));
+                match futures_util::FutureExt::catch_unwind(run).await {
+                    Ok(ended) => ended,
+                    Err(panic) => Err(dispatcher.recover(internal::describe(&*panic)).await),
+                }
+            })
+        };
         if let Some(s) = scraper.take() {
             s.finish();
         }
@@ -327,7 +356,9 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
                 crate::text::plural(short_turns)
             ));
         }
-        if matches!(ended, Ok(true)) && failure.is_none() && !input_ended && !reader.is_finished() {
+        let internal = shared.internal.get();
+        let stopped = matches!(ended, Ok(true)) && failure.is_none() || internal.is_some();
+        if stopped && !input_ended && !reader.is_finished() {
             // Stopped while the input has not ended (a pipe still open):
             // its reader is blocked in a read that may never return, and
             // every record it passed on has its result. End here.
@@ -336,8 +367,9 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
             let written = finish_results(results, writer_thread);
             let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
             final_line(args, &shared, &lag, late, elapsed_ms, None, None);
-            cli::exit(match written {
-                Err(e) if !e.is_broken_pipe() => Err(e),
+            cli::exit(match (written, internal) {
+                (Err(e), _) if !e.is_broken_pipe() => Err(e),
+                (_, Some(what)) => Err(internal::stopped(what)),
                 _ => Ok(stop_outcome()),
             });
         }
@@ -379,6 +411,9 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     }
     if let Some(e) = failure {
         return Err(e);
+    }
+    if let Some(what) = shared.internal.get() {
+        return Err(internal::stopped(what));
     }
     Ok(if aborted.is_some() {
         Outcome::Aborted

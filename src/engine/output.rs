@@ -1,9 +1,10 @@
 //! Where results go: written and flushed one by one, on the runtime's
 //! thread for a regular file, else on a writer thread.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 
 use super::{OnResult, Shared};
@@ -28,9 +29,8 @@ impl Results {
     pub(super) fn send(&self, r: ResultRecord) {
         match self {
             Results::Direct(w) => {
-                if let Ok(mut w) = w.lock() {
-                    w.write(&r);
-                }
+                // A writer that panicked caught it and can go on.
+                w.lock().unwrap_or_else(PoisonError::into_inner).write(r);
             }
             Results::Thread(tx) => {
                 let _ = tx.send(r);
@@ -62,7 +62,60 @@ impl ResultWriter {
         }
     }
 
-    pub(super) fn write(&mut self, r: &ResultRecord) {
+    /// Write one result; a panic while writing it stops the run (an
+    /// internal error), and the result is written again in its simplest
+    /// form, an `error` with its labels.
+    pub(super) fn write(&mut self, mut r: ResultRecord) {
+        if r.status == Status::Cancelled {
+            if let Some(what) = self.shared.internal.get() {
+                r.status = Status::Error;
+                r.error = Some(match r.error.take() {
+                    Some(e) => format!("{what}: {e}"),
+                    None => what.clone(),
+                });
+            }
+        }
+        // The line is redacted whole below; the error first too, so that
+        // a credential the server sent JSON-escaped (escaped twice in the
+        // line) is hidden as well.
+        if let Some(e) = &r.error {
+            if let std::borrow::Cow::Owned(hidden) = cli::redact(e) {
+                r.error = Some(hidden);
+            }
+        }
+        let wrote = std::panic::catch_unwind(AssertUnwindSafe(|| self.write_one(&r)));
+        if let Err(panic) = wrote {
+            let what = super::internal::describe(&*panic);
+            self.shared.fail(what.clone());
+            let plain = ResultRecord {
+                index: r.index,
+                id: r.id.take(),
+                session_id: r.session_id.take(),
+                turn: r.turn,
+                after: std::mem::take(&mut r.after),
+                model: r.model.take(),
+                scheduled_ms: r.scheduled_ms,
+                sent_ms: r.sent_ms,
+                start_time: std::mem::take(&mut r.start_time),
+                input_length: r.input_length,
+                output_length: r.output_length,
+                warmup: r.warmup,
+                shard: r.shard.take(),
+                status: Status::Error,
+                error: Some(what),
+                ..ResultRecord::default()
+            };
+            // Counted once: the first try counted it.
+            let line = plain.to_json_line();
+            if self.failure.is_none() {
+                if let Err(e) = self.out.write_line(cli::redact(&line).as_bytes()) {
+                    self.failure = Some(e);
+                }
+            }
+        }
+    }
+
+    fn write_one(&mut self, r: &ResultRecord) {
         let c = &self.shared.counters;
         if !r.warmup {
             c.done.fetch_add(1, Ordering::Relaxed);
@@ -76,6 +129,9 @@ impl ResultWriter {
         }
         if self.failure.is_some() {
             return;
+        }
+        if !r.warmup {
+            super::internal::fail_point(super::internal::Stage::Write, r.index);
         }
         let line = r.to_json_line();
         if let Err(e) = self.out.write_line(cli::redact(&line).as_bytes()) {
@@ -108,9 +164,12 @@ pub(super) fn finish_results(
     thread: Option<thread::JoinHandle<Result<()>>>,
 ) -> Result<()> {
     match results {
-        Results::Direct(w) => match Arc::try_unwrap(w).map(Mutex::into_inner) {
-            Ok(Ok(w)) => w.finish(),
-            _ => Err(Error::msg("the result writer is still in use")),
+        Results::Direct(w) => match Arc::try_unwrap(w) {
+            Ok(w) => w
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .finish(),
+            Err(_) => Err(Error::msg("the result writer is still in use")),
         },
         Results::Thread(tx) => {
             drop(tx);
@@ -126,8 +185,9 @@ pub(super) fn finish_results(
 
 /// The writer thread.
 pub(super) fn write_results(rx: Receiver<ResultRecord>, mut writer: ResultWriter) -> Result<()> {
+    let _caught = super::internal::caught_here();
     for r in rx {
-        writer.write(&r);
+        writer.write(r);
     }
     writer.finish()
 }

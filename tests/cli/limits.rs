@@ -551,3 +551,207 @@ fn durations_on_the_command_line_are_bounded() {
         );
     }
 }
+
+/// As [`echo_head`], and for `case-headers-json` an error event whose
+/// message is the request's headers as a JSON object.
+fn echo_head_as_json(head: &str, body: &str) -> Answer {
+    if !body.contains("case-headers-json") {
+        return echo_head(head, body);
+    }
+    let headers: serde_json::Map<String, serde_json::Value> = head
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
+    let message = serde_json::Value::Object(headers).to_string();
+    let event = serde_json::json!({"error": {"message": message}});
+    Answer::sse(
+        format!("data: {event}\n\ndata: [DONE]\n\n").as_bytes(),
+        1000,
+    )
+}
+
+/// Each `case` of the echo server once, as a trace.
+fn echo_trace(cases: &[&str]) -> String {
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            format!("{{\"timestamp\":{i},\"text_input\":\"case-{case}\",\"output_length\":2}}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn credentials_with_quotes_and_backslashes_are_hidden_in_json_too() {
+    let server = Scripted::start_with_head(std::sync::Arc::new(echo_head_as_json));
+    let dir = TestDir::new("redact-escaped");
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--quiet", "--url", &server.url, "-o", "r.ndjson"])
+        .args(["--header", r#"X-Api-Key: xk-"quoted\key"#])
+        .env("OPENAI_API_KEY", r#"sk-back\slash"quote"#)
+        .stdin(echo_trace(&["json", "event", "headers-json"]))
+        .run();
+    run.code(0);
+    // What the server saw, and each form it may take in an output: as is,
+    // inside a JSON string, inside a CSV cell.
+    let seen = server.seen.lock().unwrap()[0].head.clone();
+    assert!(seen.contains(r#"x-api-key: xk-"quoted\key"#), "{seen}");
+    let forms = [
+        r#"xk-"quoted\key"#,
+        r#"xk-\"quoted\\key"#,
+        r#"xk-""quoted\key"#,
+        r#"sk-back\slash"quote"#,
+        r#"sk-back\\slash\"quote"#,
+        r#"sk-back\slash""quote"#,
+        "quoted",
+        "slash",
+    ];
+    let results = String::from_utf8(dir.read("r.ndjson")).unwrap();
+    let csv = dir
+        .cmd("trace-summarize")
+        .args(["--requests", "csv", "r.ndjson"])
+        .run();
+    let json = dir
+        .cmd("trace-summarize")
+        .args(["--requests", "json", "r.ndjson"])
+        .run();
+    for out in [&results, &csv.stdout_str(), &json.stdout_str(), &run.stderr] {
+        for form in forms {
+            assert!(!out.contains(form), "{form} in\n{out}");
+        }
+    }
+    assert_eq!(results.lines().count(), 3);
+    // Two credentials in each of three echoes.
+    assert_eq!(results.matches("[REDACTED]").count(), 6, "{results}");
+}
+
+#[test]
+fn short_credentials_are_hidden_where_they_stand_as_credentials() {
+    let server = Scripted::start_with_head(std::sync::Arc::new(echo_head_as_json));
+    let run = Cmd::new("trace-replay")
+        .args(["--quiet", "--url", &server.url])
+        .args(["--header", "X-Api-Key: ab"])
+        .args(["--header", "X-Trace: ab"])
+        .env("OPENAI_API_KEY", "xy")
+        .stdin(echo_trace(&["event", "headers-json"]))
+        .run();
+    run.code(0);
+    let mut results = run.json_lines();
+    results.sort_by_key(|r| r["index"].as_u64());
+    // `Name: value` in the echoed head: the credentials hidden, the same
+    // two letters elsewhere kept.
+    let event = results[0]["error"].as_str().unwrap();
+    for want in [
+        "authorization: [REDACTED] | ",
+        "x-api-key: [REDACTED] | ",
+        "x-trace: ab | ",
+    ] {
+        assert!(event.contains(want), "{want} in {event}");
+    }
+    // `"name":"value"` in an echoed JSON object (escaped in the line).
+    let headers = results[1]["error"].as_str().unwrap();
+    for want in [
+        r#""authorization":"[REDACTED]""#,
+        r#""x-api-key":"[REDACTED]""#,
+        r#""x-trace":"ab""#,
+    ] {
+        assert!(headers.contains(want), "{want} in {headers}");
+    }
+    assert!(!run.stdout_str().contains("Bearer xy"));
+}
+
+/// Values no numeric flag should take, or that overflow every type.
+const ABSURD: [&str; 4] = ["18446744073709551616", "-1", "NaN", "1e400"];
+
+/// Every flag that takes a value, of every tool that ends by itself
+/// (trace-sim serves until stopped; trace-sweep runs trace-replay, whose
+/// flags are here), fed absurd values: the tool ends with status 0, 1 or
+/// 2, never a panic nor an abort, and a refusal is one `error` line.
+#[test]
+fn no_flag_value_makes_a_tool_panic() {
+    use clap::CommandFactory;
+    let dir = TestDir::new("limits-flags");
+    dir.write("t.jsonl", format!("{OK}\n"));
+    dir.write(
+        "r.ndjson",
+        "{\"index\":0,\"scheduled_ms\":0,\"sent_ms\":1,\"status\":\"ok\",\"ttft_ms\":1,\"e2e_ms\":2,\"completion_tokens\":3}\n",
+    );
+    let tools: [(&str, clap::Command, &[&str]); 7] = [
+        (
+            "trace-convert",
+            tracekit::convert::Args::command(),
+            &["--from", "mooncake", "t.jsonl"],
+        ),
+        (
+            "trace-validate",
+            tracekit::validate::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-slice",
+            tracekit::slice::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-rescale",
+            tracekit::rescale::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-summarize",
+            tracekit::summarize::Args::command(),
+            &["r.ndjson"],
+        ),
+        (
+            "trace-synth",
+            tracekit::synth::Args::command(),
+            &["t.jsonl"],
+        ),
+        (
+            "trace-replay",
+            tracekit::replay::Args::command(),
+            &["--sim", "--quiet", "--timeout", "2s", "t.jsonl"],
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (tool, cmd, rest) in &tools {
+        for arg in cmd.get_arguments() {
+            let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) else {
+                continue;
+            };
+            for value in ABSURD {
+                runs.push((*tool, format!("--{long}={value}"), *rest));
+            }
+        }
+    }
+    // Two at a time: the machine's cores.
+    let runs = std::sync::Mutex::new(runs);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let Some((tool, flag, rest)) = runs.lock().unwrap().pop() else {
+                        return;
+                    };
+                    let run = dir.cmd(tool).arg(&flag).args(rest).run();
+                    assert!(
+                        [0, 1, 2].contains(&run.code) && !run.stderr.contains("panicked"),
+                        "{tool} {flag}: status {}\n{}",
+                        run.code,
+                        run.stderr
+                    );
+                    if run.code == 2 {
+                        assert!(
+                            run.stderr.contains(&format!("{tool}: "))
+                                && run.stderr.contains("error"),
+                            "{tool} {flag}: {}",
+                            run.stderr
+                        );
+                    }
+                }
+            });
+        }
+    });
+}

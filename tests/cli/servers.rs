@@ -373,3 +373,91 @@ pub fn http_get(url: &str) -> String {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_string()
 }
+
+/// What a [`Raw`] server does with one request: given the request's head
+/// and body, it writes (or does not write) the answer on the connection
+/// itself.
+pub type RawAnswer = Arc<dyn Fn(&str, &str, TcpStream) + Send + Sync>;
+
+/// A loopback server whose answers the test writes byte by byte: for
+/// behaviours no well-formed answer has (a reset, a drip, a wrong length,
+/// a connection kept open). The replay's `GET` check is answered 404, as
+/// by [`Scripted`]. Its thread lives as long as the test process.
+pub struct Raw {
+    pub url: String,
+}
+
+impl Raw {
+    pub fn start(answer: RawAnswer) -> Raw {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let answer = answer.clone();
+                std::thread::spawn(move || {
+                    let _ = conn.set_nodelay(true);
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push_str(&line);
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    if head.starts_with("GET ") {
+                        let a = Answer::json("404 Not Found", r#"{"error":"not found"}"#);
+                        let mut conn = conn;
+                        let _ = conn.write_all(a.head.as_bytes());
+                        let _ = conn.write_all(&a.body);
+                        return;
+                    }
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    answer(&head, &String::from_utf8_lossy(&body), conn);
+                });
+            }
+        });
+        Raw { url }
+    }
+}
+
+/// Keep `conn` open, sending nothing, until the client closes it.
+pub fn hold_open(mut conn: TcpStream) {
+    let mut byte = [0; 1];
+    while matches!(conn.read(&mut byte), Ok(n) if n > 0) {}
+}
+/// Close `conn` with a reset (RST) rather than an orderly end.
+pub fn reset(conn: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on the socket this thread owns, with a value of
+    // the size given.
+    unsafe {
+        libc::setsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(conn);
+}
