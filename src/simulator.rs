@@ -11,7 +11,6 @@
 //! that a demo shows the server's side beside the client's.
 
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,41 +38,41 @@ pub struct SimOptions {
     pub model_name: String,
 
     /// Base time to first token, ms.
-    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    #[arg(long, value_name = "MS", default_value_t = 20.0, value_parser = sim_ms)]
     pub ttft_ms: f64,
 
     /// Prefill time per uncached prompt token, µs.
-    #[arg(long, value_name = "US", default_value_t = 20.0)]
+    #[arg(long, value_name = "US", default_value_t = 20.0, value_parser = sim_ms)]
     pub prefill_us: f64,
 
     /// Time between output tokens with one request in flight, ms.
-    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    #[arg(long, value_name = "MS", default_value_t = 5.0, value_parser = sim_ms)]
     pub itl_ms: f64,
 
     /// Growth of the ITL per extra request in flight (0.01 = 1 % each).
-    #[arg(long, value_name = "F", default_value_t = 0.01)]
+    #[arg(long, value_name = "F", default_value_t = 0.01, value_parser = slope)]
     pub batch_slope: f64,
 
     /// Serve at most N requests at once, as a server's batch does: the
     /// others wait in a queue, and the wait adds to their TTFT. 0: no
     /// limit.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = max_batch)]
     pub max_batch: usize,
 
     /// Prefix cache size, in 512-token blocks (0 disables it).
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = cache_blocks)]
     pub cache_blocks: usize,
 
     /// Share of requests answered with HTTP 500.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = share)]
     pub error_rate: f64,
 
     /// Share of streamed answers cut off half-way (connection closed).
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = share)]
     pub disconnect_rate: f64,
 
     /// Wait this long before the first byte of every response, ms.
-    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    #[arg(long, value_name = "MS", default_value_t = 0.0, value_parser = sim_ms)]
     pub stall_ms: f64,
 
     /// Seed of the fault draws.
@@ -84,6 +83,49 @@ pub struct SimOptions {
     /// epoch, one line per request, for checking a client's timing.
     #[arg(long, value_name = "FILE")]
     pub arrivals: Option<std::path::PathBuf>,
+}
+
+/// A number of the model's flags: finite, 0 or more, at most `max`.
+fn bounded(text: &str, max: f64, what: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=max).contains(&x) => Ok(x),
+        Ok(_) => Err(format!("`{text}` is not {what}")),
+        Err(_) => Err(format!("`{text}` is not a number")),
+    }
+}
+
+/// A time of the model (ms, or µs per token): at most a day.
+fn sim_ms(text: &str) -> Result<f64, String> {
+    bounded(
+        text,
+        86_400_000.0,
+        "a time from 0 to 86400000 (a day in ms)",
+    )
+}
+
+fn slope(text: &str) -> Result<f64, String> {
+    bounded(text, 1000.0, "a growth from 0 to 1000")
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    bounded(text, 1.0, "a share from 0 to 1")
+}
+
+/// Counts no server reaches: a batch of a million requests, a prefix
+/// cache of 2^32 blocks (2 Ti tokens).
+fn count(text: &str, max: usize) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number from 0 to {max}")),
+    }
+}
+
+fn max_batch(text: &str) -> Result<usize, String> {
+    count(text, 1_000_000)
+}
+
+fn cache_blocks(text: &str) -> Result<usize, String> {
+    count(text, 1 << 32)
 }
 
 /// [`SimOptions`] alone, to read trace-sim's model flags from elsewhere
@@ -132,7 +174,10 @@ impl Default for SimOptions {
 
 struct Sim {
     opts: SimOptions,
+    /// The prefix cache's blocks, grown as they come (a large
+    /// --cache-blocks costs nothing until it fills), at most `cache_cap`.
     cache: Option<Mutex<LruCache<u64, ()>>>,
+    cache_cap: usize,
     /// Requests being served (the batch).
     in_flight: AtomicUsize,
     /// Places in the batch, when it is limited.
@@ -178,7 +223,8 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
     let addr = listener
         .local_addr()
         .map_err(|e| Error::msg(format!("cannot read the bound address: {e}")))?;
-    let cache = NonZeroUsize::new(opts.cache_blocks).map(|n| Mutex::new(LruCache::new(n)));
+    let cache = (opts.cache_blocks > 0).then(|| Mutex::new(LruCache::unbounded()));
+    let cache_cap = opts.cache_blocks;
     let arrivals = match &opts.arrivals {
         Some(path) => Some(Mutex::new(std::io::LineWriter::new(
             std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?,
@@ -189,6 +235,7 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
     let sim = Arc::new(Sim {
         opts,
         cache,
+        cache_cap,
         in_flight: AtomicUsize::new(0),
         batch,
         requests: AtomicU64::new(0),
@@ -233,7 +280,7 @@ async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
     let usage = match &sim.cache {
         Some(cache) => {
             let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-            cache.len() as f64 / cache.cap().get() as f64
+            cache.len() as f64 / sim.cache_cap.max(1) as f64
         }
         None => 0.0,
     };
@@ -406,6 +453,9 @@ impl Sim {
             } else {
                 prefix = false;
                 cache.put(key, ());
+                if cache.len() > self.cache_cap {
+                    cache.pop_lru();
+                }
             }
         }
         hits

@@ -726,6 +726,24 @@ fn no_flag_value_makes_a_tool_panic() {
             }
         }
     }
+    // trace-sim's model flags, through trace-replay --sim (trace-sim
+    // itself serves until stopped). Its largest prefix cache starts small.
+    let replay = &["--sim", "--quiet", "--timeout", "2s", "t.jsonl"][..];
+    for arg in tracekit::sim::Args::command().get_arguments() {
+        let Some(long) = arg
+            .get_long()
+            .filter(|l| !["host", "port", "arrivals"].contains(l))
+        else {
+            continue;
+        };
+        for value in ABSURD.iter().chain(&["4294967296"]) {
+            runs.push((
+                "trace-replay",
+                format!("--sim-arg=--{long}={value}"),
+                replay,
+            ));
+        }
+    }
     // Two at a time: the machine's cores.
     let runs = std::sync::Mutex::new(runs);
     std::thread::scope(|s| {
