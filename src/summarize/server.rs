@@ -2,46 +2,14 @@
 //! (`--metrics-out`). Only the metrics [`crate::server_metrics::KNOWN`]
 //! names are summarized; the others stay in the file.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::error::{FieldError, Result};
-use crate::io::{self, Lines};
-use crate::server_metrics::{self, Figures, Scrape};
+use crate::error::Result;
+use crate::server_metrics::{self, Scrape, figures_json};
 
 /// Every scrape of the file, in order.
 pub fn read(path: &std::path::Path) -> Result<Vec<Scrape>> {
-    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
-    let mut lines = Lines::new(&specs);
-    let mut out = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        let scrape =
-            server_metrics::read_scrape(line).map_err(|msg| FieldError::record(msg).at(&loc))?;
-        out.push(scrape);
-    }
-    Ok(out)
-}
-
-fn figures_json(
-    figures: &[(&'static server_metrics::Known, Figures)],
-    with_metric: bool,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (k, f) in figures {
-        // Two names of one figure (an engine's older name beside its new
-        // one): the first recognised wins.
-        if m.contains_key(k.figure) {
-            continue;
-        }
-        let mut v = match f {
-            Figures::Gauge(g) => json!({"mean": g.mean, "p99": g.p99, "max": g.max}),
-            Figures::Counter(c) => json!({"increase": c.increase, "per_s": c.per_s}),
-        };
-        if with_metric {
-            v["metric"] = Value::from(k.name);
-        }
-        m.insert(k.figure.to_string(), v);
-    }
-    m
+    server_metrics::read_file(path)
 }
 
 /// The `server` object of the JSON report: `scrapes`, one object per
