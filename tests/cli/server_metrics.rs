@@ -363,6 +363,61 @@ fn summarize_adds_the_server_section() {
         .code(1);
 }
 
+/// The CSV time series gains the server's figures per window (as in the
+/// JSON `server.windows`, see SCRAPES), joined to the requests' windows by
+/// start; the 2 s window only the scrapes reach has no request figures.
+#[test]
+fn summarize_csv_windows_carry_the_server_figures() {
+    let dir = TestDir::new("summarize-metrics-csv-windows");
+    let m = dir.write("m.ndjson", SCRAPES);
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--window", "2s", "--metrics"])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99,\
+         server.running.mean,server.running.p99,server.running.max,\
+         server.prompt_tokens.increase,server.prompt_tokens.per_s\n\
+         0.0,6,6,2,9.0,100.0,300.0,300.0,1100.0,2.0,4.0,4.0,3000.0,3000.0\n\
+         2.0,,,,,,,,,1.0,2.0,2.0,3000.0,1500.0\n",
+        &run.stdout_str(),
+    );
+    // 1 s windows: [0, 1 s) has one scrape, too few for a rate.
+    let run = Cmd::new("trace-summarize")
+        .args([
+            "--format",
+            "csv",
+            "--no-header",
+            "--window",
+            "1s",
+            "--metrics",
+        ])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "0.0,6,5,2,15.8,200.0,300.0,300.0,700.0,0.0,0.0,0.0,,\n\
+         1.0,0,1,0,2.2,100.0,100.0,1100.0,1100.0,4.0,4.0,4.0,3000.0,3000.0\n\
+         2.0,,,,,,,,,2.0,2.0,2.0,2000.0,2000.0\n\
+         3.0,,,,,,,,,0.0,0.0,0.0,1000.0,1000.0\n",
+        &run.stdout_str(),
+    );
+    // Without --metrics, the requests' series alone, as before.
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--window", "2s"])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99\n\
+         0.0,6,6,2,9.0,100.0,300.0,300.0,1100.0\n",
+        &run.stdout_str(),
+    );
+}
+
 #[test]
 fn summarize_names_a_bad_scrape_line() {
     let dir = TestDir::new("summarize-metrics-bad");
