@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::servers::{MetricsEndpoint, Sim, http_get};
+use crate::servers::{MetricsEndpoint, Sim, Tls, http_get};
 use crate::util::{Cmd, TestDir, data};
 
 /// A prompt of `n` words: `n` prompt tokens for the simulated server.
@@ -233,6 +233,61 @@ fn a_bad_metrics_endpoint_never_fails_the_replay() {
             "{stderr}"
         );
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+    }
+}
+
+/// An https metrics endpoint whose certificate a private CA signed is
+/// trusted as the requests' server would be: through --cacert or with
+/// --insecure; without either, every scrape fails (and the replay still
+/// runs).
+#[test]
+fn an_https_scrape_trusts_what_the_requests_trust() {
+    let endpoint = Tls::start("vllm:num_requests_running 2\n");
+    let ca = data("tls/ca.pem");
+    let ca = ca.to_str().unwrap();
+    let cases: [(&[&str], bool); 3] = [
+        (&[], false),
+        (&["--cacert", ca], true),
+        (&["--insecure"], true),
+    ];
+    for (flags, trusted) in cases {
+        let dir = TestDir::new("replay-metrics-tls");
+        let trace = one_request(&dir);
+        let out = dir.join("m.ndjson");
+        let run = Cmd::new("trace-replay")
+            .args(["--sim", "--quiet", "--endpoint", "completions"])
+            .args(["--metrics-url", &endpoint.url])
+            .args(flags)
+            .arg("--metrics-out")
+            .arg(&out)
+            .arg(&trace)
+            .run();
+        run.code(0);
+        assert_eq!(run.json_lines()[0]["status"], "ok");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let stderr = run.stderr.clone();
+        if trusted {
+            // Before the first request and after the last, at least.
+            assert!(text.lines().count() >= 2, "{flags:?}: {text}");
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                assert_eq!(
+                    v["samples"],
+                    json!({"vllm:num_requests_running": 2.0}),
+                    "{flags:?}"
+                );
+            }
+            assert!(!stderr.contains("failed"), "{flags:?}: {stderr}");
+        } else {
+            assert_eq!(text, "", "{flags:?}");
+            assert!(
+                stderr.contains(&format!(
+                    "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request",
+                    endpoint.url
+                )),
+                "{stderr}"
+            );
+        }
     }
 }
 
