@@ -79,6 +79,9 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
         SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let panels = root.split_evenly((count, 1));
+    // The server panel's right axis: the same margin on every panel, so
+    // that their x axes line up.
+    let right = if server { 50 } else { 0 };
 
     // 1. Attainment, with the target.
     {
@@ -90,6 +93,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, 0.0..105.0)
             .map_err(plot_error)?;
         chart
@@ -145,6 +149,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
             .map_err(plot_error)?;
         chart
@@ -212,6 +217,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
             .map_err(plot_error)?;
         chart
@@ -285,7 +291,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
-            .right_y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
             .map_err(plot_error)?
             .set_secondary_coord(x_lo..x_hi, 0.0..105.0);
