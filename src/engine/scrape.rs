@@ -56,6 +56,24 @@ pub(super) struct Tls {
     pub insecure: bool,
 }
 
+/// Why a scrape failed: reqwest's words and, when they say less, the
+/// innermost cause (an untrusted certificate, a refused connection, a
+/// timeout), without the URL.
+fn failure(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let text = e.to_string();
+    let mut cause: &dyn std::error::Error = &e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    let root = cause.to_string();
+    if root == text {
+        text
+    } else {
+        format!("{text}: {root}")
+    }
+}
+
 /// The scraper's HTTP client: its own timeouts, the requests' TLS
 /// settings, none of their headers.
 fn client(timeout: Duration, tls: &Tls) -> Result<reqwest::Client> {
@@ -240,18 +258,14 @@ impl Run {
             .header("accept", "text/plain; version=0.0.4")
             .send()
             .await
-            .map_err(|e| e.without_url().to_string())?;
+            .map_err(failure)?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("HTTP {status}"));
         }
         let mut body = Vec::new();
         let mut response = response;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| e.without_url().to_string())?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(failure)? {
             body.extend_from_slice(&chunk);
             if body.len() > MAX_BODY {
                 return Err(format!("the page is larger than {} MB", MAX_BODY >> 20));

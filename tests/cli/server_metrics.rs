@@ -282,7 +282,7 @@ fn an_https_scrape_trusts_what_the_requests_trust() {
             assert_eq!(text, "", "{flags:?}");
             assert!(
                 stderr.contains(&format!(
-                    "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request",
+                    "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request: invalid peer certificate: UnknownIssuer\n",
                     endpoint.url
                 )),
                 "{stderr}"
