@@ -460,6 +460,65 @@ fn summarize_csv_windows_carry_the_server_figures() {
          3.0,,,,,,,,,0.0,0.0,0.0,1000.0,1000.0\n",
         &run.stdout_str(),
     );
+    // The spreadsheet's windows sheet has the same rows, numbers as
+    // numbers, units in the headers; the summary sheet no text cell of
+    // the server's windows.
+    use calamine::{Data, Reader, Xlsx, open_workbook};
+    let book_path = dir.join("r.xlsx");
+    Cmd::new("trace-summarize")
+        .args(["--format", "xlsx", "--window", "2s", "-o"])
+        .arg(&book_path)
+        .arg("--metrics")
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run()
+        .ok();
+    let mut book: Xlsx<_> = open_workbook(&book_path).unwrap();
+    let windows: Vec<Vec<Data>> = book
+        .worksheet_range("windows")
+        .unwrap()
+        .rows()
+        .map(|r| r.to_vec())
+        .collect();
+    let header: Vec<String> = windows[0].iter().map(|c| c.to_string()).collect();
+    assert_eq!(
+        header[9..],
+        [
+            "server.running.mean",
+            "server.running.p99",
+            "server.running.max",
+            "server.prompt_tokens.increase (tokens)",
+            "server.prompt_tokens.per_s (tokens/s)",
+        ]
+    );
+    let f = Data::Float;
+    assert_eq!(
+        windows[2],
+        [
+            vec![f(2.0)],
+            vec![Data::Empty; 8],
+            vec![f(1.0), f(2.0), f(2.0), f(3000.0), f(1500.0)]
+        ]
+        .concat()
+    );
+    assert_eq!(windows[1][0..2], [f(0.0), f(6.0)]);
+    assert_eq!(
+        windows[1][9..],
+        [f(2.0), f(4.0), f(4.0), f(3000.0), f(3000.0)]
+    );
+    let summary = book.worksheet_range("summary").unwrap();
+    assert!(
+        summary
+            .rows()
+            .all(|r| r[0] != Data::String("server.windows".into())),
+        "the server's windows in the summary"
+    );
+    assert!(
+        summary
+            .rows()
+            .any(|r| r[0] == Data::String("server.running.max".into()))
+    );
+
     // Without --metrics, the requests' series alone, as before.
     let run = Cmd::new("trace-summarize")
         .args(["--format", "csv", "--window", "2s"])
