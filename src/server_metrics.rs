@@ -532,6 +532,173 @@ pub fn figures(scrapes: &[Scrape], from_ms: f64, to_ms: f64) -> Vec<(&'static Kn
     out
 }
 
+/// Every scrape of a scrape file (`--metrics-out`), in order; a line that
+/// is not one is an error naming the file, the line and the field.
+pub fn read_file(path: &std::path::Path) -> crate::error::Result<Vec<Scrape>> {
+    use crate::io::{self, Lines};
+    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
+    let mut lines = Lines::new(&specs);
+    let mut out = Vec::new();
+    while let Some((loc, line)) = lines.next_line()? {
+        let scrape =
+            read_scrape(line).map_err(|msg| crate::error::FieldError::record(msg).at(&loc))?;
+        out.push(scrape);
+    }
+    Ok(out)
+}
+
+/// Figures as a report's server section holds them, one object per
+/// figure (`running`, `kv_cache_usage`, ...): a gauge's mean, p99 and
+/// max, a counter's increase and rate, and with `with_metric` the name it
+/// was read from.
+pub fn figures_json(
+    figures: &[(&'static Known, Figures)],
+    with_metric: bool,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (k, f) in figures {
+        // Two names of one figure (an engine's older name beside its new
+        // one): the first recognised wins.
+        if m.contains_key(k.figure) {
+            continue;
+        }
+        let mut v = match f {
+            Figures::Gauge(g) => {
+                serde_json::json!({"mean": g.mean, "p99": g.p99, "max": g.max})
+            }
+            Figures::Counter(c) => serde_json::json!({"increase": c.increase, "per_s": c.per_s}),
+        };
+        if with_metric {
+            v["metric"] = Value::from(k.name);
+        }
+        m.insert(k.figure.to_string(), v);
+    }
+    m
+}
+
+/// A gauge's mean and max over a run's scrapes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// What the server was doing during one run, from its scrapes: the
+/// figures a capacity sweep sets beside each run's row. `None` where the
+/// server exposes no such metric (or, for a counter, fewer than two
+/// scrapes had it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFigures {
+    pub scrapes: usize,
+    pub running: Option<Level>,
+    pub waiting: Option<Level>,
+    /// A share, 0 to 1.
+    pub kv_cache_usage: Option<Level>,
+    /// Cached prompt tokens over the prompt tokens looked up during the
+    /// run (vLLM's counters), or else the mean of the engine's hit-rate
+    /// gauge (SGLang's, vLLM's older one); a share, 0 to 1.
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// Requests preempted during the run (the counter's increase).
+    pub preemptions: Option<f64>,
+}
+
+/// A number for JSON; null for none (or one JSON cannot hold).
+fn json_number(x: Option<f64>) -> Value {
+    x.and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+/// The flat columns of [`RunFigures`], as CSV and spreadsheets name them.
+pub const RUN_COLUMNS: [&str; 9] = [
+    "scrapes",
+    "running.mean",
+    "running.max",
+    "waiting.mean",
+    "waiting.max",
+    "kv_cache_usage.mean",
+    "kv_cache_usage.max",
+    "prefix_cache_hit_rate",
+    "preemptions",
+];
+
+impl RunFigures {
+    /// The figures of a run's scrapes.
+    pub fn of(scrapes: &[Scrape]) -> RunFigures {
+        let all = figures(scrapes, f64::NEG_INFINITY, f64::INFINITY);
+        // The first recognised name of a figure, as in the server section.
+        let find = |figure: &str| all.iter().find(|(k, _)| k.figure == figure).map(|(_, f)| f);
+        let level = |figure: &str| match find(figure) {
+            Some(Figures::Gauge(g)) => Some(Level {
+                mean: g.mean,
+                max: g.max,
+            }),
+            _ => None,
+        };
+        let increase = |figure: &str| match find(figure) {
+            Some(Figures::Counter(c)) => Some(c.increase),
+            _ => None,
+        };
+        let from_counters = match (
+            increase("prefix_cache_hits"),
+            increase("prefix_cache_queries"),
+        ) {
+            (Some(hits), Some(queries)) if queries > 0.0 => Some(hits / queries),
+            _ => None,
+        };
+        RunFigures {
+            scrapes: scrapes.len(),
+            running: level("running"),
+            waiting: level("waiting"),
+            kv_cache_usage: level("kv_cache_usage"),
+            prefix_cache_hit_rate: from_counters
+                .or_else(|| level("prefix_cache_hit_rate").map(|l| l.mean)),
+            preemptions: increase("preemptions"),
+        }
+    }
+
+    /// The values of [`RUN_COLUMNS`], in order: null where there is none.
+    pub fn columns(&self) -> [Value; 9] {
+        let mean = |l: Option<Level>| l.map(|l| l.mean);
+        let max = |l: Option<Level>| l.map(|l| l.max);
+        let figures = [
+            mean(self.running),
+            max(self.running),
+            mean(self.waiting),
+            max(self.waiting),
+            mean(self.kv_cache_usage),
+            max(self.kv_cache_usage),
+            self.prefix_cache_hit_rate,
+            self.preemptions,
+        ];
+        let mut out: [Value; 9] = Default::default();
+        out[0] = Value::from(self.scrapes);
+        for (cell, x) in out[1..].iter_mut().zip(figures) {
+            *cell = json_number(x);
+        }
+        out
+    }
+
+    /// `{"scrapes": N, "running": {"mean", "max"}, "waiting": …,
+    /// "kv_cache_usage": …, "prefix_cache_hit_rate": F, "preemptions": N}`,
+    /// null for a figure the scrapes do not have.
+    pub fn to_json(&self) -> Value {
+        let level = |l: Option<Level>| {
+            l.map_or(
+                Value::Null,
+                |l| serde_json::json!({"mean": l.mean, "max": l.max}),
+            )
+        };
+        serde_json::json!({
+            "scrapes": self.scrapes,
+            "running": level(self.running),
+            "waiting": level(self.waiting),
+            "kv_cache_usage": level(self.kv_cache_usage),
+            "prefix_cache_hit_rate": json_number(self.prefix_cache_hit_rate),
+            "preemptions": json_number(self.preemptions),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,5 +812,123 @@ mod tests {
         // One scrape gives no rate.
         let f = figures(&scrapes, 500.0, 1500.0);
         assert_eq!(f.len(), 1);
+    }
+
+    /// Scrapes of named metrics: (t_ms, [(name, value)]).
+    fn scrapes_of(points: &[(f64, &[(&str, f64)])]) -> Vec<Scrape> {
+        points
+            .iter()
+            .map(|(t, values)| Scrape {
+                t_ms: *t,
+                values: values
+                    .iter()
+                    .map(|(name, v)| (KNOWN.iter().position(|k| k.name == *name).unwrap(), *v))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_in_figures() {
+        // vLLM: running 0, 4, 2; waiting 0, 3, 6; KV cache 0.25, 0.5,
+        // 0.75; 2,000 prompt tokens looked up, 500 found (a quarter); 3
+        // preemptions.
+        let s = scrapes_of(&[
+            (
+                -2.0,
+                &[
+                    ("vllm:num_requests_running", 0.0),
+                    ("vllm:num_requests_waiting", 0.0),
+                    ("vllm:kv_cache_usage_perc", 0.25),
+                    ("vllm:prefix_cache_queries_total", 0.0),
+                    ("vllm:prefix_cache_hits_total", 0.0),
+                    ("vllm:num_preemptions_total", 0.0),
+                ],
+            ),
+            (
+                1000.0,
+                &[
+                    ("vllm:num_requests_running", 4.0),
+                    ("vllm:num_requests_waiting", 3.0),
+                    ("vllm:kv_cache_usage_perc", 0.5),
+                    ("vllm:prefix_cache_queries_total", 1000.0),
+                    ("vllm:prefix_cache_hits_total", 250.0),
+                    ("vllm:num_preemptions_total", 1.0),
+                ],
+            ),
+            (
+                2000.0,
+                &[
+                    ("vllm:num_requests_running", 2.0),
+                    ("vllm:num_requests_waiting", 6.0),
+                    ("vllm:kv_cache_usage_perc", 0.75),
+                    ("vllm:prefix_cache_queries_total", 2000.0),
+                    ("vllm:prefix_cache_hits_total", 500.0),
+                    ("vllm:num_preemptions_total", 3.0),
+                ],
+            ),
+        ]);
+        let f = RunFigures::of(&s);
+        assert_eq!(
+            f.to_json(),
+            serde_json::json!({
+                "scrapes": 3,
+                "running": {"mean": 2.0, "max": 4.0},
+                "waiting": {"mean": 3.0, "max": 6.0},
+                "kv_cache_usage": {"mean": 0.5, "max": 0.75},
+                "prefix_cache_hit_rate": 0.25,
+                "preemptions": 3.0,
+            })
+        );
+        assert_eq!(
+            f.columns(),
+            [
+                Value::from(3),
+                Value::from(2.0),
+                Value::from(4.0),
+                Value::from(3.0),
+                Value::from(6.0),
+                Value::from(0.5),
+                Value::from(0.75),
+                Value::from(0.25),
+                Value::from(3.0),
+            ]
+        );
+        // SGLang: its hit-rate gauge (no lookup counter); no preemption
+        // counter.
+        let s = scrapes_of(&[
+            (
+                0.0,
+                &[
+                    ("sglang:num_queue_reqs", 1.0),
+                    ("sglang:cache_hit_rate", 0.25),
+                ],
+            ),
+            (
+                1000.0,
+                &[
+                    ("sglang:num_queue_reqs", 2.0),
+                    ("sglang:cache_hit_rate", 0.75),
+                ],
+            ),
+        ]);
+        let f = RunFigures::of(&s);
+        assert_eq!(
+            f.waiting,
+            Some(Level {
+                mean: 1.5,
+                max: 2.0
+            })
+        );
+        assert_eq!(f.prefix_cache_hit_rate, Some(0.5));
+        assert_eq!((f.running, f.preemptions), (None, None));
+        // No scrape: every figure null, in every column.
+        let none = RunFigures::of(&[]);
+        assert_eq!(
+            none.to_json(),
+            serde_json::json!({"scrapes": 0, "running": null, "waiting": null,
+                "kv_cache_usage": null, "prefix_cache_hit_rate": null, "preemptions": null})
+        );
+        assert!(none.columns()[1..].iter().all(Value::is_null));
     }
 }

@@ -202,13 +202,13 @@ pub struct Args {
 
     /// Over https, also trust the CA certificates in this PEM file (besides
     /// the system's and the built-in roots): for a server whose certificate
-    /// a private CA signed.
+    /// a private CA signed. The --metrics-url scrape trusts them too.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<String>,
 
     /// Over https, accept any certificate: self-signed, expired, or for
     /// another name. For test servers only: the server is then not
-    /// authenticated.
+    /// authenticated. The --metrics-url scrape does the same.
     #[arg(long)]
     pub insecure: bool,
 

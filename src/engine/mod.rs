@@ -453,6 +453,13 @@ fn scrape_plan(args: &Args, base: &str, open: bool) -> Result<Option<scrape::Pla
         out: Output::open(Some(path))?,
         keep: args.metrics_match.clone(),
         quiet: args.quiet,
+        tls: scrape::Tls {
+            cacert: match &args.cacert {
+                Some(path) => ca_certificates(path)?,
+                None => Vec::new(),
+            },
+            insecure: args.insecure,
+        },
     }))
 }
 

@@ -1,5 +1,6 @@
 //! The server's own metrics during a run (`--metrics-url`): a thread of
-//! its own, with its own runtime and HTTP client, scrapes the Prometheus
+//! its own, with its own runtime and HTTP client (trusting what the
+//! requests' client trusts: `--cacert`, `--insecure`), scrapes the Prometheus
 //! endpoint once before the first request, every `--metrics-every` from
 //! the run's start, and once after the last result, and writes one line
 //! per scrape (see [`crate::server_metrics::scrape_line`]).
@@ -42,6 +43,53 @@ pub(super) struct Plan {
     pub out: Output,
     pub keep: Option<Regex>,
     pub quiet: bool,
+    /// The requests' TLS settings (`--cacert`, `--insecure`): an https
+    /// endpoint on the server is trusted as the server is.
+    pub tls: Tls,
+}
+
+/// The certificates an https scrape trusts besides the system's, and
+/// whether it accepts any.
+#[derive(Default)]
+pub(super) struct Tls {
+    pub cacert: Vec<reqwest::Certificate>,
+    pub insecure: bool,
+}
+
+/// Why a scrape failed: reqwest's words and, when they say less, the
+/// innermost cause (an untrusted certificate, a refused connection, a
+/// timeout), without the URL.
+fn failure(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let text = e.to_string();
+    let mut cause: &dyn std::error::Error = &e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    let root = cause.to_string();
+    if root == text {
+        text
+    } else {
+        format!("{text}: {root}")
+    }
+}
+
+/// The scraper's HTTP client: its own timeouts, the requests' TLS
+/// settings, none of their headers.
+fn client(timeout: Duration, tls: &Tls) -> Result<reqwest::Client> {
+    let mut client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    for cert in &tls.cacert {
+        client = client.add_root_certificate(cert.clone());
+    }
+    if tls.insecure {
+        client = client.danger_accept_invalid_certs(true);
+    }
+    client
+        .build()
+        .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))
 }
 
 /// The metrics URL: `http://host:port` alone means its `/metrics`.
@@ -89,12 +137,7 @@ impl Scraper {
         // A scrape may take as long as the period, and at least a second:
         // a busy server answers /metrics late, not never.
         let timeout = Duration::from_secs_f64((plan.every_ms / 1000.0).max(1.0));
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            .build()
-            .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
+        let client = client(timeout, &plan.tls)?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let (first_tx, first) = mpsc::channel();
         let thread = thread::Builder::new()
@@ -215,18 +258,14 @@ impl Run {
             .header("accept", "text/plain; version=0.0.4")
             .send()
             .await
-            .map_err(|e| e.without_url().to_string())?;
+            .map_err(failure)?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("HTTP {status}"));
         }
         let mut body = Vec::new();
         let mut response = response;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| e.without_url().to_string())?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(failure)? {
             body.extend_from_slice(&chunk);
             if body.len() > MAX_BODY {
                 return Err(format!("the page is larger than {} MB", MAX_BODY >> 20));

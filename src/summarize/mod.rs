@@ -129,7 +129,8 @@ pub struct Args {
     /// included (requests started, completed, errors, output tokens/s
     /// counted when their chunks arrived, TTFT and E2E p50 and p99 of the
     /// requests that ended in the window). With --format csv the series is
-    /// printed instead of the summary row.
+    /// printed instead of the summary row (with --metrics, each window's
+    /// row adds the server's figures of that window).
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<f64>,
 
@@ -418,12 +419,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut scrapes = Vec::new();
     if let Some(path) = &args.metrics {
         scrapes = server::read(path)?;
-        let windows = args.format != Format::Csv;
         if let Value::Object(m) = &mut overall_json {
-            m.insert(
-                "server".into(),
-                server::to_json(&scrapes, args.window, windows),
-            );
+            m.insert("server".into(), server::to_json(&scrapes, args.window));
         }
     }
     let group_json: Vec<(String, Value)> = groups
@@ -637,7 +634,8 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
         Format::Csv => {
             let mut rows: Vec<Vec<String>> = Vec::new();
             if o.window_ms.is_some() {
-                rows = report::windows_csv(overall, !args.no_header);
+                // With --metrics, the server's figures join each window's row.
+                rows = server::windows_csv(overall, !args.no_header);
             } else {
                 let mut all = vec![("all".to_string(), overall)];
                 all.extend(groups.iter().map(|(k, v)| (k.clone(), v)));

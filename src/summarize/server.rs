@@ -2,58 +2,25 @@
 //! (`--metrics-out`). Only the metrics [`crate::server_metrics::KNOWN`]
 //! names are summarized; the others stay in the file.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::plot;
-use crate::error::{FieldError, Result};
-use crate::io::{self, Lines};
-use crate::server_metrics::{self, Figures, Scrape};
+use crate::error::Result;
+use crate::server_metrics::{self, Scrape, figures_json};
 
 /// Every scrape of the file, in order.
 pub fn read(path: &std::path::Path) -> Result<Vec<Scrape>> {
-    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
-    let mut lines = Lines::new(&specs);
-    let mut out = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        let scrape =
-            server_metrics::read_scrape(line).map_err(|msg| FieldError::record(msg).at(&loc))?;
-        out.push(scrape);
-    }
-    Ok(out)
-}
-
-fn figures_json(
-    figures: &[(&'static server_metrics::Known, Figures)],
-    with_metric: bool,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (k, f) in figures {
-        // Two names of one figure (an engine's older name beside its new
-        // one): the first recognised wins.
-        if m.contains_key(k.figure) {
-            continue;
-        }
-        let mut v = match f {
-            Figures::Gauge(g) => json!({"mean": g.mean, "p99": g.p99, "max": g.max}),
-            Figures::Counter(c) => json!({"increase": c.increase, "per_s": c.per_s}),
-        };
-        if with_metric {
-            v["metric"] = Value::from(k.name);
-        }
-        m.insert(k.figure.to_string(), v);
-    }
-    m
+    server_metrics::read_file(path)
 }
 
 /// The `server` object of the JSON report: `scrapes`, one object per
-/// recognised figure, and with a window width, `windows` (left out when
-/// `windows` is false: CSV rows hold no series).
-pub fn to_json(scrapes: &[Scrape], window_ms: Option<f64>, windows: bool) -> Value {
+/// recognised figure, and with a window width, `windows`.
+pub fn to_json(scrapes: &[Scrape], window_ms: Option<f64>) -> Value {
     let mut m = Map::new();
     m.insert("scrapes".into(), Value::from(scrapes.len()));
     let all = server_metrics::figures(scrapes, f64::NEG_INFINITY, f64::INFINITY);
     m.extend(figures_json(&all, true));
-    if let (Some(w), true) = (window_ms, windows) {
+    if let Some(w) = window_ms {
         let last = scrapes.iter().map(|s| s.t_ms).fold(0.0, f64::max);
         let count = (last / w).floor() as usize + 1;
         let series: Vec<Value> = (0..count)
@@ -303,6 +270,82 @@ pub fn plot_series(scrapes: &[Scrape]) -> plot::ServerSeries {
     .flatten()
     .collect();
     plot::ServerSeries { requests, shares }
+}
+
+/// The time series as CSV rows (header first, with `header`): the
+/// client's window columns, then the server's per-window figures
+/// (`server.running.mean`, `.p99`, `.max` for a gauge, `.increase` and
+/// `.per_s` for a counter), one row per window either side has. A window
+/// only the scrapes cover (the last scrape comes after the last result)
+/// has empty request columns, and one without a scrape of a figure empty
+/// server columns. Without server windows, the client's rows alone.
+pub fn windows_csv(overall: &Value, header: bool) -> Vec<Vec<String>> {
+    let client = crate::report::windows_csv(overall, true);
+    let Some(series) = overall.pointer("/server/windows").and_then(Value::as_array) else {
+        return client.into_iter().skip(usize::from(!header)).collect();
+    };
+    // (figure, its statistics), in the order the windows name them.
+    let mut cols: Vec<(String, &[&str])> = Vec::new();
+    for w in series {
+        for (k, v) in w.as_object().into_iter().flatten() {
+            if !v.is_object() || cols.iter().any(|(c, _)| c == k) {
+                continue;
+            }
+            let stats: &[&str] = if v.get("mean").is_some() {
+                &["mean", "p99", "max"]
+            } else {
+                &["increase", "per_s"]
+            };
+            cols.push((k.clone(), stats));
+        }
+    }
+    let cell = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => String::new(),
+        Some(v) => v.to_string(),
+    };
+    // Both sides' windows start at i × width from the run's start, computed
+    // alike: equal starts are equal numbers.
+    let start = |w: &Value| w["start_s"].as_f64().unwrap_or(0.0);
+    let key = |s: f64| (s * 1e6).round() as i64;
+    // By start: a request row, the server's window, and the start.
+    type Joined<'a> = (Option<&'a Vec<String>>, Option<&'a Value>, f64);
+    let mut rows: std::collections::BTreeMap<i64, Joined> = std::collections::BTreeMap::new();
+    let client_windows = overall["windows"].as_array().map_or(&[][..], Vec::as_slice);
+    for (w, row) in client_windows.iter().zip(client.iter().skip(1)) {
+        rows.entry(key(start(w)))
+            .or_insert((None, None, start(w)))
+            .0 = Some(row);
+    }
+    for w in series {
+        rows.entry(key(start(w)))
+            .or_insert((None, None, start(w)))
+            .1 = Some(w);
+    }
+    let width = client.first().map_or(0, Vec::len);
+    let mut out = Vec::new();
+    if header {
+        let mut h = client.first().cloned().unwrap_or_default();
+        for (figure, stats) in &cols {
+            h.extend(stats.iter().map(|s| format!("server.{figure}.{s}")));
+        }
+        out.push(h);
+    }
+    for (client_row, server, s) in rows.into_values() {
+        let mut r = match client_row {
+            Some(r) => r.clone(),
+            None => {
+                let mut r = vec![Value::from(s).to_string()];
+                r.resize(width, String::new());
+                r
+            }
+        };
+        for (figure, stats) in &cols {
+            let f = server.and_then(|w| w.get(figure.as_str()));
+            r.extend(stats.iter().map(|st| cell(f.and_then(|f| f.get(*st)))));
+        }
+        out.push(r);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! `trace-summarize --format xlsx`: the report as a spreadsheet. A
 //! `summary` sheet (one row per figure of the JSON report, its unit, and
 //! one column for the run and one per `--by` group), a `requests` sheet
-//! (the `--requests csv` columns) and, with `--window`, a `windows` sheet.
+//! (the `--requests csv` columns) and, with `--window`, a `windows` sheet
+//! (with `--metrics`, the server's figures of each window beside).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -98,6 +99,8 @@ pub fn write(
         .collect();
     let rows: Vec<Vec<Cell>> = report::flatten(overall)
         .into_iter()
+        // The server's windows are the windows sheet's, not one cell of text.
+        .filter(|(key, _)| key != "server.windows")
         .map(|(key, value)| {
             let mut row = vec![
                 Cell::Text(key.clone()),
@@ -117,7 +120,21 @@ pub fn write(
     let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     book.add_table("requests", &headers, requests)?;
 
-    if let Some(series) = overall.get("windows").and_then(Value::as_array) {
+    if overall.pointer("/server/windows").is_some() {
+        // With --metrics, the requests' and the server's figures of each
+        // window, as the CSV series has them.
+        let mut lines = super::server::windows_csv(overall, true).into_iter();
+        let keys = lines.next().unwrap_or_default();
+        let headers: Vec<String> = keys
+            .iter()
+            .map(|k| match window_unit(k) {
+                "" => k.clone(),
+                u => format!("{k} ({u})"),
+            })
+            .collect();
+        let rows: Vec<Vec<Cell>> = lines.map(|r| r.iter().map(|v| cell(v)).collect()).collect();
+        book.add_table("windows", &headers, &rows)?;
+    } else if let Some(series) = overall.get("windows").and_then(Value::as_array) {
         // The keys as the report gives them, so that a new column of the
         // series reaches the sheet too.
         let keys: Vec<String> = series
@@ -147,6 +164,17 @@ pub fn write(
 
 /// The unit of a column of the time series.
 fn window_unit(key: &str) -> &'static str {
+    if let Some(figure) = key.strip_prefix("server.") {
+        // Gauges are counts and shares; counters count requests or tokens.
+        let tokens = figure.contains("tokens") || figure.starts_with("prefix_cache");
+        return match (figure.rsplit('.').next(), tokens) {
+            (Some("per_s"), true) => "tokens/s",
+            (Some("per_s"), false) => "requests/s",
+            (Some("increase"), true) => "tokens",
+            (Some("increase"), false) => "requests",
+            _ => "",
+        };
+    }
     if key.ends_with("_per_s") {
         "tokens/s"
     } else if key.ends_with("_s") {
@@ -188,6 +216,24 @@ mod tests {
             ("conventions.aiperf.e2e.p50", "ms"),
         ] {
             assert_eq!(unit(path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn units_of_window_columns() {
+        for (key, want) in [
+            ("start_s", "s"),
+            ("output_tokens_per_s", "tokens/s"),
+            ("ttft_p99", "ms"),
+            ("started", ""),
+            ("server.running.mean", ""),
+            ("server.kv_cache_usage.max", ""),
+            ("server.prompt_tokens.increase", "tokens"),
+            ("server.prefix_cache_hits.per_s", "tokens/s"),
+            ("server.requests.per_s", "requests/s"),
+            ("server.preemptions.increase", "requests"),
+        ] {
+            assert_eq!(window_unit(key), want, "{key}");
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
 use crate::record::{Record, Speedup};
 use crate::report::{self, ReportOptions, Style};
 use crate::result::{ResultView, Status};
+use crate::server_metrics::{self, RUN_COLUMNS, RunFigures};
 use crate::xlsx::{Cell, Workbook};
 
 const EXAMPLES: &str = "\
@@ -64,8 +65,9 @@ Examples:
 /// runs each speed listed. The answer is the highest speed that passed.
 ///
 /// The rows (one per run: speed, offered and achieved request rates,
-/// attainment, goodput, error rate, TTFT, TPOT and E2E percentiles) are
-/// printed as a table, JSON, CSV or Markdown.
+/// attainment, goodput, error rate, TTFT, TPOT and E2E percentiles, and
+/// with --metrics the server's figures) are printed as a table, JSON, CSV
+/// or Markdown.
 #[derive(Parser, Debug)]
 #[command(name = "trace-sweep", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -149,7 +151,10 @@ pub struct Args {
     /// Scrape the server's Prometheus metrics during each run into
     /// DIR/speed-X.metrics.ndjson (trace-summarize --metrics reads it):
     /// from URL, or without one from the simulated server (--sim) or the
-    /// host and port of --url (its /metrics).
+    /// host and port of --url (its /metrics). Each row then says what the
+    /// server was doing (vLLM's, SGLang's or llama.cpp's metrics): requests
+    /// running and waiting and KV-cache usage (mean and max over the
+    /// scrapes), prefix-cache hit rate, and preemptions.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     pub metrics: Option<String>,
 
@@ -174,7 +179,8 @@ pub struct Args {
 
     /// Also draw the sweep to FILE (.svg, or .html with the SVG inline):
     /// attainment, goodput and latency percentiles against the offered
-    /// request rate, with the SLO lines and the answer marked.
+    /// request rate, with the SLO lines and the answer marked; with
+    /// --metrics, the server's requests waiting and KV-cache usage too.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 }
@@ -337,6 +343,9 @@ pub struct Row {
     pub passed: bool,
     /// Why it did not, or how it ended.
     pub note: String,
+    /// What the server was doing during the run, from its scrape (with
+    /// --metrics).
+    pub server: Option<RunFigures>,
 }
 
 /// Run trace-sweep.
@@ -433,27 +442,35 @@ fn print_rows(args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
         plot::write(path, args, rows, answer)?;
     }
     if let Some(path) = &args.xlsx {
-        write_xlsx(path, rows)?;
+        write_xlsx(path, rows, args.metrics.is_some())?;
     }
     Ok(())
 }
 
 /// The rows as a `sweep` sheet, and each run's report as a sheet of
 /// figures.
-fn write_xlsx(path: &Path, rows: &[Row]) -> Result<()> {
+fn write_xlsx(path: &Path, rows: &[Row], with_server: bool) -> Result<()> {
     let mut sorted: Vec<&Row> = rows.iter().collect();
     sorted.sort_by(|a, b| a.speed.total_cmp(&b.speed));
     let mut book = Workbook::new(path);
     if let Some(first) = sorted.first() {
-        let headers: Vec<String> = columns(first).into_iter().map(|(k, _)| k).collect();
+        let headers: Vec<String> = flat_columns(first, with_server)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         let cells: Vec<Vec<Cell>> = sorted
             .iter()
-            .map(|r| columns(r).iter().map(|(_, v)| Cell::from_json(v)).collect())
+            .map(|r| {
+                flat_columns(r, with_server)
+                    .iter()
+                    .map(|(_, v)| Cell::from_json(v))
+                    .collect()
+            })
             .collect();
         book.add_table("sweep", &headers, &cells)?;
     }
     for r in &sorted {
-        let figures: Vec<Vec<Cell>> = report::flatten(&r.report)
+        let mut figures: Vec<Vec<Cell>> = report::flatten(&r.report)
             .into_iter()
             .map(|(k, v)| {
                 let value = match v.parse::<f64>() {
@@ -464,6 +481,14 @@ fn write_xlsx(path: &Path, rows: &[Row]) -> Result<()> {
                 vec![Cell::Text(k), value]
             })
             .collect();
+        if let Some(server) = &r.server {
+            for (name, v) in RUN_COLUMNS.iter().zip(server.columns()) {
+                figures.push(vec![
+                    Cell::Text(format!("server.{name}")),
+                    Cell::from_json(&v),
+                ]);
+            }
+        }
         let name = format!("speed-{}", speed_label(r.speed));
         book.add_table(&name, &["figure".into(), "value".into()], &figures)?;
     }
@@ -533,7 +558,7 @@ fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args>
         if !url.is_empty() {
             argv.extend(["--metrics-url".into(), url]);
         }
-        let scrapes = results.with_extension("metrics.ndjson");
+        let scrapes = scrape_path(results);
         argv.push(format!("--metrics-every={}", args.metrics_every));
         argv.push(format!("--metrics-out={}", scrapes.display()));
     }
@@ -677,6 +702,7 @@ fn run_one(args: &Args, trace: &Trace, speed: f64) -> Result<(Row, Outcome)> {
             }
         }
     };
+    let server = args.metrics.is_some().then(|| server_figures(&results));
     let row = Row {
         speed,
         file: results.display().to_string(),
@@ -687,8 +713,28 @@ fn run_one(args: &Args, trace: &Trace, speed: f64) -> Result<(Row, Outcome)> {
         error_rate,
         passed,
         note,
+        server,
     };
     Ok((row, outcome))
+}
+
+/// The path of a run's scrape: beside its results, as
+/// DIR/speed-X.metrics.ndjson.
+fn scrape_path(results: &Path) -> PathBuf {
+    results.with_extension("metrics.ndjson")
+}
+
+/// The server's figures of a run, from its scrape. A scrape file that
+/// cannot be read leaves them empty, with a warning: the run's own
+/// figures still stand.
+fn server_figures(results: &Path) -> RunFigures {
+    match server_metrics::read_file(&scrape_path(results)) {
+        Ok(scrapes) => RunFigures::of(&scrapes),
+        Err(e) => {
+            cli::warn(format!("{e} (the run's server figures are left empty)"));
+            RunFigures::of(&[])
+        }
+    }
 }
 
 /// A run's results, as trace-summarize reports them with the SLO.
@@ -767,10 +813,79 @@ fn columns(row: &Row) -> Vec<(String, Value)> {
             c.push((format!("{metric}_{key}_ms"), r[metric][&key].clone()));
         }
     }
+    c.push((
+        "server".into(),
+        row.server.as_ref().map_or(Value::Null, RunFigures::to_json),
+    ));
     c.push(("passed".into(), json!(row.passed)));
     c.push(("note".into(), json!(row.note)));
     c.push(("file".into(), json!(row.file)));
     c
+}
+
+/// The columns of a row for CSV and spreadsheets: the server's figures
+/// flattened to `server.running.mean`, ..., with --metrics, and left out
+/// without.
+fn flat_columns(row: &Row, with_server: bool) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for (k, v) in columns(row) {
+        if k != "server" {
+            out.push((k, v));
+            continue;
+        }
+        if !with_server {
+            continue;
+        }
+        let values = row.server.as_ref().map(RunFigures::columns);
+        for (i, name) in RUN_COLUMNS.iter().enumerate() {
+            let v = values.as_ref().map_or(Value::Null, |vs| vs[i].clone());
+            out.push((format!("server.{name}"), v));
+        }
+    }
+    out
+}
+
+/// The server's figures by speed, under the rows (with --metrics).
+fn server_table(style: Style, rows: &[&Row]) -> String {
+    let header: Vec<String> = [
+        "speed",
+        "running mean",
+        "running max",
+        "waiting mean",
+        "waiting max",
+        "KV cache mean",
+        "KV cache max",
+        "prefix hits",
+        "preempted",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let count =
+        |x: Option<f64>, decimals| x.map_or("-".into(), |x| report::num(&json!(x), decimals));
+    let share = |x: Option<f64>| x.map_or("-".into(), percent);
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let f = r.server.clone().unwrap_or_else(|| RunFigures::of(&[]));
+            let mean = |l: Option<server_metrics::Level>| l.map(|l| l.mean);
+            let max = |l: Option<server_metrics::Level>| l.map(|l| l.max);
+            vec![
+                format!("{}×", speed_label(r.speed)),
+                count(mean(f.running), 1),
+                count(max(f.running), 1),
+                count(mean(f.waiting), 1),
+                count(max(f.waiting), 1),
+                share(mean(f.kv_cache_usage)),
+                share(max(f.kv_cache_usage)),
+                share(f.prefix_cache_hit_rate),
+                count(f.preemptions, 0),
+            ]
+        })
+        .collect();
+    let mut text = String::from("server during each run (from its scrape):\n\n");
+    text.push_str(&report::table(style, &header, &table_rows, true));
+    text
 }
 
 fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
@@ -803,11 +918,16 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(Vec::new());
+            let with_server = args.metrics.is_some();
             if let Some(first) = rows.first() {
-                let _ = w.write_record(columns(first).iter().map(|(k, _)| k.as_str()));
+                let _ = w.write_record(
+                    flat_columns(first, with_server)
+                        .iter()
+                        .map(|(k, _)| k.as_str()),
+                );
             }
             for r in rows {
-                let _ = w.write_record(columns(r).iter().map(|(_, v)| match v {
+                let _ = w.write_record(flat_columns(r, with_server).iter().map(|(_, v)| match v {
                     Value::Null => String::new(),
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -864,6 +984,10 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
             let mut text = format!("trace-sweep: SLO {}\n\n", slo_text(args));
             text.push_str(&report::table(style, &header, &table_rows, true));
             text.push('\n');
+            if args.metrics.is_some() {
+                text.push_str(&server_table(style, &rows));
+                text.push('\n');
+            }
             for r in rows.iter().filter(|r| !r.passed) {
                 text.push_str(&format!("{}×: {}\n", speed_label(r.speed), r.note));
             }
@@ -879,5 +1003,111 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
             });
             text
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["trace-sweep", "--sim", "--slo", "ttft=1s", "-o", "d"];
+        argv.extend(extra);
+        argv.extend(["--", "t.jsonl"]);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    fn row(speed: f64, server: Option<RunFigures>) -> Row {
+        Row {
+            speed,
+            file: format!("d/speed-{speed}.ndjson"),
+            requests: 10,
+            offered_rps: Some(10.0 * speed),
+            report: json!({"throughput": {"requests_per_s": 10.0}, "requests": {"ok": 10}}),
+            attainment: Some(1.0),
+            error_rate: Some(0.0),
+            passed: true,
+            note: "passed".into(),
+            server,
+        }
+    }
+
+    fn busy() -> RunFigures {
+        RunFigures {
+            scrapes: 12,
+            running: Some(server_metrics::Level {
+                mean: 7.3,
+                max: 8.0,
+            }),
+            waiting: Some(server_metrics::Level {
+                mean: 10.5,
+                max: 24.0,
+            }),
+            kv_cache_usage: Some(server_metrics::Level {
+                mean: 0.413,
+                max: 0.9,
+            }),
+            prefix_cache_hit_rate: Some(0.25),
+            preemptions: Some(3.0),
+        }
+    }
+
+    #[test]
+    fn the_server_figures_of_each_run_in_every_format() {
+        let rows = [row(1.0, Some(RunFigures::of(&[]))), row(2.0, Some(busy()))];
+        let table = render(&args(&["--metrics"]), &rows, Some(2.0));
+        let at = table.find("server during").unwrap();
+        assert_eq!(
+            &table[at..table.find("max speed").unwrap()],
+            "server during each run (from its scrape):\n\n\
+             speed  running mean  running max  waiting mean  waiting max  KV cache mean  KV cache max  prefix hits  preempted\n\
+             1×                -            -             -            -              -             -            -          -\n\
+             2×              7.3            8          10.5           24          41.3%           90%          25%          3\n\n"
+        );
+        let md = render(&args(&["--metrics", "--format", "markdown"]), &rows, None);
+        assert!(
+            md.contains("| 2×    |          7.3 |           8 |         10.5 |          24 |         41.3% |          90% |         25% |         3 |"),
+            "{md}"
+        );
+        let csv = render(&args(&["--metrics", "--format", "csv"]), &rows, None);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(
+            lines[0].ends_with(
+                ",server.scrapes,server.running.mean,server.running.max,server.waiting.mean,\
+                 server.waiting.max,server.kv_cache_usage.mean,server.kv_cache_usage.max,\
+                 server.prefix_cache_hit_rate,server.preemptions,passed,note,file"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].ends_with(",0,,,,,,,,,true,passed,d/speed-1.ndjson"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2]
+                .ends_with(",12,7.3,8.0,10.5,24.0,0.413,0.9,0.25,3.0,true,passed,d/speed-2.ndjson"),
+            "{}",
+            lines[2]
+        );
+        let j: Value = serde_json::from_str(&render(
+            &args(&["--metrics", "--format", "json"]),
+            &rows,
+            None,
+        ))
+        .unwrap();
+        assert_eq!(j["runs"][1]["server"], busy().to_json());
+        assert_eq!(j["runs"][0]["server"]["waiting"], Value::Null);
+
+        // Without --metrics: null in JSON, no column elsewhere.
+        let rows = [row(1.0, None)];
+        let j: Value =
+            serde_json::from_str(&render(&args(&["--format", "json"]), &rows, None)).unwrap();
+        assert_eq!(j["runs"][0]["server"], Value::Null);
+        let csv = render(&args(&["--format", "csv"]), &rows, None);
+        assert!(!csv.contains("server"), "{csv}");
+        let table = render(&args(&[]), &rows, None);
+        assert!(!table.contains("server"), "{table}");
     }
 }

@@ -1,6 +1,7 @@
 //! `trace-sweep --plot`: the runs against offered load: attainment with its
-//! target, goodput and achieved rate, and latency percentiles with the SLO
-//! lines; the answer marked on each.
+//! target, goodput and achieved rate, latency percentiles with the SLO
+//! lines, and with --metrics the server's requests waiting and KV-cache
+//! usage; the answer marked on each.
 
 use std::path::Path;
 
@@ -71,9 +72,16 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
     let (x_lo, x_hi) = ((x_min - pad).max(0.0), x_max + pad);
     let best = answer.and_then(|a| rows.iter().find(|r| r.speed == a).copied());
 
-    let root = SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * 3)).into_drawing_area();
+    // With --metrics, a fourth panel: the server's side.
+    let server = rows.iter().any(|r| r.server.is_some());
+    let count = if server { 4 } else { 3 };
+    let root =
+        SVGBackend::with_string(svg, (WIDTH, PANEL_HEIGHT * count as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
-    let panels = root.split_evenly((3, 1));
+    let panels = root.split_evenly((count, 1));
+    // The server panel's right axis: the same margin on every panel, so
+    // that their x axes line up.
+    let right = if server { 50 } else { 0 };
 
     // 1. Attainment, with the target.
     {
@@ -85,6 +93,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, 0.0..105.0)
             .map_err(plot_error)?;
         chart
@@ -140,6 +149,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
             .map_err(plot_error)?;
         chart
@@ -207,6 +217,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(50)
+            .right_y_label_area_size(right)
             .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
             .map_err(plot_error)?;
         chart
@@ -260,6 +271,80 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
         mark(&mut chart, best.map(|b| x_of(b, by_rate)), lo, hi)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    }
+    // 4. What the server was doing: requests waiting (left axis) and
+    // KV-cache usage (right axis, %).
+    if server {
+        let waiting = |r: &Row| r.server.as_ref().and_then(|s| s.waiting);
+        let hi = rows
+            .iter()
+            .filter_map(|r| waiting(r).map(|l| l.max))
+            .fold(0.0f64, f64::max)
+            .max(1.0)
+            * 1.25;
+        let mut chart = ChartBuilder::on(&panels[3])
+            .caption(
+                format!("server (scraped): requests waiting and KV-cache usage, by {x_name}"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .right_y_label_area_size(right)
+            .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
+            .map_err(plot_error)?
+            .set_secondary_coord(x_lo..x_hi, 0.0..105.0);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| short(*v))
+            .y_desc("requests waiting")
+            .draw()
+            .map_err(plot_error)?;
+        chart
+            .configure_secondary_axes()
+            .y_label_formatter(&|v| short(*v))
+            .y_desc("KV cache %")
+            .draw()
+            .map_err(plot_error)?;
+        for (name, pick, color) in [("waiting mean", true, BLUE), ("waiting max", false, PURPLE)] {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter_map(|r| {
+                    waiting(r).map(|l| (x_of(r, by_rate), if pick { l.mean } else { l.max }))
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(plot_error)?;
+        }
+        for (name, pick, color) in [
+            ("KV cache mean %", true, ORANGE),
+            ("KV cache max %", false, GREEN),
+        ] {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter_map(|r| {
+                    let l = r.server.as_ref().and_then(|s| s.kv_cache_usage)?;
+                    Some((x_of(r, by_rate), 100.0 * if pick { l.mean } else { l.max }))
+                })
+                .collect();
+            chart
+                .draw_secondary_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_secondary_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(plot_error)?;
+        }
+        mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, hi)?;
         legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     if let Some(b) = best {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::servers::{MetricsEndpoint, Sim, http_get};
+use crate::servers::{MetricsEndpoint, Sim, Tls, http_get};
 use crate::util::{Cmd, TestDir, data};
 
 /// A prompt of `n` words: `n` prompt tokens for the simulated server.
@@ -236,6 +236,61 @@ fn a_bad_metrics_endpoint_never_fails_the_replay() {
     }
 }
 
+/// An https metrics endpoint whose certificate a private CA signed is
+/// trusted as the requests' server would be: through --cacert or with
+/// --insecure; without either, every scrape fails (and the replay still
+/// runs).
+#[test]
+fn an_https_scrape_trusts_what_the_requests_trust() {
+    let endpoint = Tls::start("vllm:num_requests_running 2\n");
+    let ca = data("tls/ca.pem");
+    let ca = ca.to_str().unwrap();
+    let cases: [(&[&str], bool); 3] = [
+        (&[], false),
+        (&["--cacert", ca], true),
+        (&["--insecure"], true),
+    ];
+    for (flags, trusted) in cases {
+        let dir = TestDir::new("replay-metrics-tls");
+        let trace = one_request(&dir);
+        let out = dir.join("m.ndjson");
+        let run = Cmd::new("trace-replay")
+            .args(["--sim", "--quiet", "--endpoint", "completions"])
+            .args(["--metrics-url", &endpoint.url])
+            .args(flags)
+            .arg("--metrics-out")
+            .arg(&out)
+            .arg(&trace)
+            .run();
+        run.code(0);
+        assert_eq!(run.json_lines()[0]["status"], "ok");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let stderr = run.stderr.clone();
+        if trusted {
+            // Before the first request and after the last, at least.
+            assert!(text.lines().count() >= 2, "{flags:?}: {text}");
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                assert_eq!(
+                    v["samples"],
+                    json!({"vllm:num_requests_running": 2.0}),
+                    "{flags:?}"
+                );
+            }
+            assert!(!stderr.contains("failed"), "{flags:?}: {stderr}");
+        } else {
+            assert_eq!(text, "", "{flags:?}");
+            assert!(
+                stderr.contains(&format!(
+                    "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request: invalid peer certificate: UnknownIssuer\n",
+                    endpoint.url
+                )),
+                "{stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn metrics_flags_are_checked_before_sending() {
     let dir = TestDir::new("replay-metrics-usage");
@@ -361,6 +416,120 @@ fn summarize_adds_the_server_section() {
         .arg(data("results/small.ndjson"))
         .run()
         .code(1);
+}
+
+/// The CSV time series gains the server's figures per window (as in the
+/// JSON `server.windows`, see SCRAPES), joined to the requests' windows by
+/// start; the 2 s window only the scrapes reach has no request figures.
+#[test]
+fn summarize_csv_windows_carry_the_server_figures() {
+    let dir = TestDir::new("summarize-metrics-csv-windows");
+    let m = dir.write("m.ndjson", SCRAPES);
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--window", "2s", "--metrics"])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99,\
+         server.running.mean,server.running.p99,server.running.max,\
+         server.prompt_tokens.increase,server.prompt_tokens.per_s\n\
+         0.0,6,6,2,9.0,100.0,300.0,300.0,1100.0,2.0,4.0,4.0,3000.0,3000.0\n\
+         2.0,,,,,,,,,1.0,2.0,2.0,3000.0,1500.0\n",
+        &run.stdout_str(),
+    );
+    // 1 s windows: [0, 1 s) has one scrape, too few for a rate.
+    let run = Cmd::new("trace-summarize")
+        .args([
+            "--format",
+            "csv",
+            "--no-header",
+            "--window",
+            "1s",
+            "--metrics",
+        ])
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "0.0,6,5,2,15.8,200.0,300.0,300.0,700.0,0.0,0.0,0.0,,\n\
+         1.0,0,1,0,2.2,100.0,100.0,1100.0,1100.0,4.0,4.0,4.0,3000.0,3000.0\n\
+         2.0,,,,,,,,,2.0,2.0,2.0,2000.0,2000.0\n\
+         3.0,,,,,,,,,0.0,0.0,0.0,1000.0,1000.0\n",
+        &run.stdout_str(),
+    );
+    // The spreadsheet's windows sheet has the same rows, numbers as
+    // numbers, units in the headers; the summary sheet no text cell of
+    // the server's windows.
+    use calamine::{Data, Reader, Xlsx, open_workbook};
+    let book_path = dir.join("r.xlsx");
+    Cmd::new("trace-summarize")
+        .args(["--format", "xlsx", "--window", "2s", "-o"])
+        .arg(&book_path)
+        .arg("--metrics")
+        .arg(&m)
+        .arg(data("results/small.ndjson"))
+        .run()
+        .ok();
+    let mut book: Xlsx<_> = open_workbook(&book_path).unwrap();
+    let windows: Vec<Vec<Data>> = book
+        .worksheet_range("windows")
+        .unwrap()
+        .rows()
+        .map(|r| r.to_vec())
+        .collect();
+    let header: Vec<String> = windows[0].iter().map(|c| c.to_string()).collect();
+    assert_eq!(
+        header[9..],
+        [
+            "server.running.mean",
+            "server.running.p99",
+            "server.running.max",
+            "server.prompt_tokens.increase (tokens)",
+            "server.prompt_tokens.per_s (tokens/s)",
+        ]
+    );
+    let f = Data::Float;
+    assert_eq!(
+        windows[2],
+        [
+            vec![f(2.0)],
+            vec![Data::Empty; 8],
+            vec![f(1.0), f(2.0), f(2.0), f(3000.0), f(1500.0)]
+        ]
+        .concat()
+    );
+    assert_eq!(windows[1][0..2], [f(0.0), f(6.0)]);
+    assert_eq!(
+        windows[1][9..],
+        [f(2.0), f(4.0), f(4.0), f(3000.0), f(3000.0)]
+    );
+    let summary = book.worksheet_range("summary").unwrap();
+    assert!(
+        summary
+            .rows()
+            .all(|r| r[0] != Data::String("server.windows".into())),
+        "the server's windows in the summary"
+    );
+    assert!(
+        summary
+            .rows()
+            .any(|r| r[0] == Data::String("server.running.max".into()))
+    );
+
+    // Without --metrics, the requests' series alone, as before.
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "csv", "--window", "2s"])
+        .arg(data("results/small.ndjson"))
+        .run();
+    run.ok();
+    crate::util::assert_text_eq(
+        "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99\n\
+         0.0,6,6,2,9.0,100.0,300.0,300.0,1100.0\n",
+        &run.stdout_str(),
+    );
 }
 
 #[test]

@@ -110,6 +110,8 @@ fn the_answer_of_a_sweep_holds_when_replayed_and_fails_at_a_quarter_more() {
     assert_eq!(runs[0]["requests"], 48);
     assert_eq!(runs[1]["attainment"], 1.0);
     assert_eq!(runs[1]["error_rate"], 0.0);
+    // Without --metrics, no server figures.
+    assert_eq!(runs[1]["server"], serde_json::Value::Null);
     // Each run is an ordinary results file.
     for (run, label) in runs.iter().zip(["1.2", "1.5", "1.8"]) {
         let file = format!("runs/speed-{label}.ndjson");
@@ -371,6 +373,26 @@ fn each_run_keeps_its_server_scrape_and_the_sweep_is_a_spreadsheet() {
     assert_eq!(rows[1][0], calamine::Data::Float(2.0));
     assert_eq!(rows[1][2], calamine::Data::Float(40.0));
     assert_eq!(rows[2][2], calamine::Data::Float(80.0));
+    // With --metrics, the server's figures of each run.
+    let header: Vec<String> = rows[0].iter().map(|c| c.to_string()).collect();
+    let at = header.iter().position(|h| h == "server.scrapes").unwrap();
+    assert_eq!(
+        header[at..at + 9].to_vec(),
+        [
+            "server.scrapes",
+            "server.running.mean",
+            "server.running.max",
+            "server.waiting.mean",
+            "server.waiting.max",
+            "server.kv_cache_usage.mean",
+            "server.kv_cache_usage.max",
+            "server.prefix_cache_hit_rate",
+            "server.preemptions",
+        ]
+    );
+    assert_eq!(header[at + 9], "passed");
+    // The simulator never preempts.
+    assert_eq!(rows[1][at + 8], calamine::Data::Float(0.0));
     let per_run = book.worksheet_range("speed-2").unwrap();
     let figures: Vec<Vec<calamine::Data>> = per_run.rows().map(|r| r.to_vec()).collect();
     let ok = figures
@@ -378,4 +400,97 @@ fn each_run_keeps_its_server_scrape_and_the_sweep_is_a_spreadsheet() {
         .find(|r| r[0] == calamine::Data::String("requests.ok".into()))
         .unwrap();
     assert_eq!(ok[1], calamine::Data::Float(48.0));
+    assert!(
+        figures
+            .iter()
+            .any(|r| r[0] == calamine::Data::String("server.waiting.max".into())),
+        "{figures:?}"
+    );
+}
+
+/// Requests waiting for a place at `t_ms` in the simulator's model of the
+/// trace at `speed`: arrived, not yet started.
+fn model_waiting(speed: f64, service_ms: f64, t_ms: f64) -> usize {
+    let ttfts = model_ttfts(speed, service_ms);
+    (0..RECORDS)
+        .filter(|&k| {
+            let arrive = k as f64 * GAP_MS / speed;
+            // The wait, less rounding: a request that did not wait has
+            // none.
+            let wait = ttfts[k] - TTFT_MS;
+            wait > 1e-9 && arrive <= t_ms && t_ms < arrive + wait
+        })
+        .count()
+}
+
+#[test]
+fn each_row_says_what_the_server_was_doing() {
+    // The model at speed 1 (20/s): a place is held 250.2 ms and requests
+    // come 50 ms apart, so at most 6 are in flight and none ever waits for
+    // one of the 8 places (nor would they with places held 50 % longer).
+    // At speed 4 (80/s) the first 8 fill the batch by 87.5 ms; from the
+    // 9th (100 ms) until the last starts (87.5 + 5 × 250.2 ms) someone
+    // always waits, up to 25 at once (at 500 ms: 41 arrived, 16 started).
+    for t in 0..3000 {
+        assert_eq!(model_waiting(1.0, SERVICE_MS * 1.5, t as f64), 0, "{t}");
+    }
+    for t in 100..1338 {
+        assert!(model_waiting(4.0, SERVICE_MS, t as f64) >= 1, "{t}");
+    }
+    let most = (0..3000)
+        .map(|t| model_waiting(4.0, SERVICE_MS, t as f64))
+        .max()
+        .unwrap();
+    assert_eq!(most, 25);
+    let worst = model_ttfts(4.0, SERVICE_MS).into_iter().fold(0.0, f64::max);
+    assert!((worst - 801.2).abs() < 0.01, "{worst}");
+
+    // An SLO both runs meet (the model's worst TTFT at 4 is 801.2 ms), so
+    // that neither stops early.
+    let dir = TestDir::new("sweep-server");
+    dir.write("trace.jsonl", trace());
+    let run = dir
+        .cmd("trace-sweep")
+        .args(["--sim", "--slo", "ttft=2s", "-o", "runs", "--speeds", "1,4"])
+        .args(SIM)
+        .args(["--metrics", "--metrics-every", "100ms", "--format", "json"])
+        .args(["--plot", "sweep.svg", "trace.jsonl"])
+        .run();
+    run.code(0);
+    let j = run.json();
+    let runs = j["runs"].as_array().unwrap();
+    let (calm, busy) = (&runs[0]["server"], &runs[1]["server"]);
+    assert_eq!(runs[0]["speed"], 1.0);
+    // Scraped before the first request, every 100 ms, and after the last.
+    for s in [calm, busy] {
+        assert!(s["scrapes"].as_u64().unwrap() >= 3, "{s}");
+        // No prefix cache (--cache-blocks=0): usage 0, no lookup to hit;
+        // the simulator never preempts.
+        assert_eq!(
+            s["kv_cache_usage"],
+            serde_json::json!({"mean": 0.0, "max": 0.0})
+        );
+        assert_eq!(s["prefix_cache_hit_rate"], serde_json::Value::Null);
+        assert_eq!(s["preemptions"], 0.0);
+    }
+    assert_eq!(
+        calm["waiting"],
+        serde_json::json!({"mean": 0.0, "max": 0.0}),
+        "{calm}"
+    );
+    assert!(calm["running"]["max"].as_f64().unwrap() <= 6.0, "{calm}");
+    let waiting = &busy["waiting"];
+    let max = waiting["max"].as_f64().unwrap();
+    assert!((1.0..=40.0).contains(&max), "{busy}");
+    assert!(waiting["mean"].as_f64().unwrap() > 0.0, "{busy}");
+    // The batch is full from 87.5 ms until the last batch ends.
+    assert_eq!(busy["running"]["max"], 8.0, "{busy}");
+    let svg = String::from_utf8(dir.read("sweep.svg")).unwrap();
+    assert!(
+        svg.contains(
+            "server (scraped): requests waiting and KV-cache usage, by offered requests/s"
+        ),
+        "{svg}"
+    );
+    assert!(svg.contains("waiting max"), "{svg}");
 }
