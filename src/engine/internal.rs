@@ -97,11 +97,13 @@ pub(super) enum Stage {
     Exchange,
     /// The result writer, writing the record's result.
     Write,
+    /// The metrics scraper, writing its N-th scrape (from 1).
+    Scrape,
 }
 
 /// Debug builds only: `TRACEKIT_PANIC_AT=STAGE:N` panics at that stage
 /// for the record of index N (stages: dispatch, accept, read, task,
-/// exchange, write), so that tests can provoke an internal error through
+/// exchange, write; scrape: the N-th scrape), so that tests can provoke an internal error through
 /// the real binary. Release builds carry no such hook: this is empty.
 #[inline(always)]
 #[track_caller]
@@ -120,6 +122,7 @@ pub(super) fn fail_point(stage: Stage, index: u64) {
                 "task" => Stage::Task,
                 "exchange" => Stage::Exchange,
                 "write" => Stage::Write,
+                "scrape" => Stage::Scrape,
                 _ => return None,
             };
             Some((stage, n.parse().ok()?))

@@ -156,6 +156,7 @@ impl Scraper {
                         return;
                     }
                 };
+                let warn_to = shared.clone();
                 let mut run = Run {
                     client,
                     url,
@@ -166,7 +167,21 @@ impl Scraper {
                     written: 0,
                     write_failed: false,
                 };
-                runtime.block_on(run.run(&origin, stopped, first_tx));
+                // A bug here loses no result (the scraper holds none): the
+                // scrapes stop with one line, those taken are kept, and
+                // the run goes on.
+                let _caught = super::internal::caught_here();
+                let scraped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    runtime.block_on(run.run(&origin, stopped, first_tx));
+                }));
+                if let Err(panic) = scraped {
+                    let what = super::internal::describe(&*panic);
+                    warn_to.print(|| {
+                        cli::warn(format!(
+                            "--metrics-url: the scrapes stopped: {what} (a bug: please report it)"
+                        ))
+                    });
+                }
                 run.end();
             })
             .map_err(|e| Error::msg(format!("cannot start a thread: {e}")))?;
@@ -282,6 +297,7 @@ impl Run {
         at: Instant,
         scraped: std::result::Result<Vec<Sample>, String>,
     ) {
+        super::internal::fail_point(super::internal::Stage::Scrape, self.scrapes);
         let t_ms = if at >= start {
             at.duration_since(start).as_secs_f64() * 1000.0
         } else {

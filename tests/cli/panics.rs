@@ -231,3 +231,41 @@ fn a_panic_in_an_exchange_fails_that_request_only() {
     );
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
 }
+
+#[test]
+fn a_panic_in_the_metrics_scraper_stops_the_scrapes_only() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let dir = crate::util::TestDir::new("panic-scrape");
+    let trace = dir.write(
+        "t.jsonl",
+        "{\"timestamp\":0,\"input_length\":10,\"output_length\":20}\n",
+    );
+    let out = dir.join("m.ndjson");
+    // The second scrape panics as it is written: the first is in the file, the
+    // request is answered, the run ends 0 with one line about the scraper.
+    let run = Cmd::new("trace-replay")
+        .env("TRACEKIT_PANIC_AT", "scrape:2")
+        .args(["--sim", "--quiet", "--sim-arg=--itl-ms=20"])
+        .args(["--metrics-every", "50ms", "--metrics-out"])
+        .arg(&out)
+        .arg(&trace)
+        .run();
+    run.code(0);
+    let results = run.json_lines();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["status"], "ok");
+    assert!(
+        run.stderr.contains(
+            "trace-replay: warning: --metrics-url: the scrapes stopped: internal error at \
+             src/engine/scrape.rs:"
+        ) && run
+            .stderr
+            .contains("injected panic (TRACEKIT_PANIC_AT=scrape:2)"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);
+}
