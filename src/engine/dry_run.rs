@@ -5,7 +5,7 @@ use serde_json::json;
 use super::args::Args;
 use super::feed::Feed;
 use super::request::{BodyOptions, Prepared};
-use super::schedule::{Pace, Plan, Schedule, Turn};
+use super::schedule::{Pace, Plan, Schedule};
 use crate::cli::{self, Outcome};
 use crate::error::Result;
 use crate::io::{InputSpec, Output};
@@ -19,7 +19,7 @@ use crate::result::round_us;
 pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outcome> {
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut feed = Feed::new(args, inputs, opts);
-    let mut schedule: Schedule<Planned> = Schedule::new(match args.concurrency {
+    let mut schedule: Schedule<Prepared> = Schedule::new(match args.concurrency {
         Some(workers) => Pace::Closed {
             workers: workers as usize,
         },
@@ -28,8 +28,28 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
         },
     });
     let mut origin_set = false;
-    while let Some(req) = feed.next(false)? {
+    while let Some(mut req) = feed.next(false)? {
         let warmup = feed.in_warmup();
+        // What the line says of the request itself, before the schedule
+        // takes it (without its body: only records waiting for others stay).
+        let index = req.index;
+        let mut about = serde_json::Map::new();
+        for (k, v) in [
+            ("id", &req.id),
+            ("session_id", &req.session_id),
+            ("model", &req.model),
+        ] {
+            if let Some(v) = v {
+                about.insert(k.into(), json!(v));
+            }
+        }
+        about.insert("input_length".into(), json!(req.input_length));
+        about.insert("output_length".into(), json!(req.output_length));
+        about.insert("stream".into(), json!(req.stream));
+        about.insert("body_bytes".into(), json!(req.body.len()));
+        if warmup {
+            about.insert("warmup".into(), json!(true));
+        }
         let plan = if warmup {
             None
         } else {
@@ -39,7 +59,9 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
                 }
             }
             origin_set = true;
-            let plan = schedule.push(Planned::of(&req));
+            req.body = bytes::Bytes::new();
+            req.synthesized = None;
+            let plan = schedule.push(req);
             for u in schedule.take_unknown() {
                 cli::warn(format!(
                     "record {}: `after` names `{}`, which no earlier record of this run has \
@@ -67,7 +89,7 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             break;
         }
         let mut line = json!({
-            "index": req.index,
+            "index": index,
             "scheduled_ms": scheduled.map(round_us),
         });
         let m = line.as_object_mut().expect("an object");
@@ -81,22 +103,7 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             }
             _ => {}
         }
-        for (k, v) in [
-            ("id", &req.id),
-            ("session_id", &req.session_id),
-            ("model", &req.model),
-        ] {
-            if let Some(v) = v {
-                m.insert(k.into(), json!(v));
-            }
-        }
-        m.insert("input_length".into(), json!(req.input_length));
-        m.insert("output_length".into(), json!(req.output_length));
-        m.insert("stream".into(), json!(req.stream));
-        m.insert("body_bytes".into(), json!(req.body.len()));
-        if warmup {
-            m.insert("warmup".into(), json!(true));
-        }
+        m.extend(about);
         out.write_line(crate::cli::redact(&line.to_string()).as_bytes())?;
     }
     for w in feed.unit_warnings.take().unwrap_or_default() {
@@ -104,48 +111,4 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
     }
     out.finish()?;
     Ok(Outcome::Success)
-}
-
-/// What the schedule needs of a request, without its body.
-struct Planned {
-    index: u64,
-    timestamp: Option<f64>,
-    id: Option<String>,
-    session_id: Option<String>,
-    delay: Option<f64>,
-    after: Vec<String>,
-}
-
-impl Planned {
-    fn of(req: &Prepared) -> Planned {
-        Planned {
-            index: req.index,
-            timestamp: req.timestamp,
-            id: req.id.clone(),
-            session_id: req.session_id.clone(),
-            delay: req.delay,
-            after: req.after.clone(),
-        }
-    }
-}
-
-impl Turn for Planned {
-    fn key(&self) -> u64 {
-        self.index
-    }
-    fn timestamp(&self) -> Option<f64> {
-        self.timestamp
-    }
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-    fn delay(&self) -> Option<f64> {
-        self.delay
-    }
-    fn after(&self) -> &[String] {
-        &self.after
-    }
 }
