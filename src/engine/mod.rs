@@ -71,6 +71,8 @@ struct Counters {
     /// When the last timed request is due, ms after the start, once the
     /// whole input is read (open loop only): the progress bar's length.
     schedule_ms: OnceLock<f64>,
+    /// Until then, what the first and last lines of a plain file say.
+    schedule_estimate_ms: OnceLock<f64>,
 }
 
 /// State every thread shares.
@@ -247,6 +249,11 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     });
     if let Some(limit) = args.limit {
         shared.counters.total.store(limit, Ordering::Relaxed);
+    }
+    if args.concurrency.is_none() {
+        if let Some(ms) = progress::estimate_span(&inputs) {
+            let _ = shared.counters.schedule_estimate_ms.set(ms);
+        }
     }
     let direct = output.is_file();
     let writer = ResultWriter::new(output, shared.clone(), hooks.on_result);

@@ -40,7 +40,11 @@ pub(super) fn progress(
         let view = bar_view(&Snapshot {
             elapsed_ms,
             stopped_ms,
-            schedule_ms: c.schedule_ms.get().copied(),
+            schedule_ms: c
+                .schedule_ms
+                .get()
+                .or(c.schedule_estimate_ms.get())
+                .copied(),
             duration_ms,
             total: c.total.load(Ordering::Relaxed),
             sent: c.sent.load(Ordering::Relaxed),
@@ -94,6 +98,46 @@ pub(super) struct Snapshot {
     pub errors: u64,
     pub cancelled: u64,
     pub lag_ms: f64,
+}
+
+/// The trace's span (last timestamp − first, ms) as the first and last
+/// lines of one plain file say, for the bar's length before the reader has
+/// seen the whole input (it reads about a thousand records ahead). Only a
+/// single uncompressed file whose two lines have timestamps; the span the
+/// reader finds replaces it when the input ends.
+pub(super) fn estimate_span(inputs: &[crate::io::InputSpec]) -> Option<f64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let [crate::io::InputSpec::Path(path)] = inputs else {
+        return None;
+    };
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok().filter(|m| m.is_file())?.len();
+    const EDGE: u64 = 64 * 1024;
+    let mut head = vec![0; EDGE.min(len) as usize];
+    file.read_exact(&mut head).ok()?;
+    let mut tail = vec![0; EDGE.min(len) as usize];
+    file.seek(SeekFrom::Start(len - tail.len() as u64)).ok()?;
+    file.read_exact(&mut tail).ok()?;
+    span_of(&head, &tail)
+}
+
+/// The span between the first line of `head` and the last whole line of
+/// `tail` (`None` for compressed or binary data, or lines without a
+/// numeric `timestamp`).
+fn span_of(head: &[u8], tail: &[u8]) -> Option<f64> {
+    let timestamp = |line: &[u8]| -> Option<f64> {
+        let line = std::str::from_utf8(line).ok()?.trim();
+        let [ts] = crate::json::peek(line, ["timestamp"])?;
+        ts?.parse::<f64>().ok().filter(|t| t.is_finite())
+    };
+    let first = head
+        .split(|&b| b == b'\n')
+        .find(|l| !l.trim_ascii().is_empty())?;
+    let last = tail
+        .rsplit(|&b| b == b'\n')
+        .find(|l| !l.trim_ascii().is_empty())?;
+    let span = timestamp(last)? - timestamp(first)?;
+    (span >= 0.0).then_some(span)
 }
 
 /// What the bar shows: its length and position (no length: a spinner),
@@ -308,6 +352,19 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn the_span_is_estimated_from_the_first_and_last_lines() {
+        let head = b"{\"timestamp\":1000,\"input_length\":1}\n{\"timestamp\":1500}\n";
+        let tail = b"500}\n{\"timestamp\":61000.5,\"output_length\":2}\n\n";
+        assert_eq!(span_of(head, tail), Some(60000.5));
+        // No timestamp, a cut line, compressed bytes: no estimate.
+        assert_eq!(span_of(b"{\"input_length\":1}\n", tail), None);
+        assert_eq!(span_of(head, b"{\"timestamp\":6"), None);
+        assert_eq!(span_of(&[0x1f, 0x8b, 8, 0], tail), None);
+        // Out of order: no negative length.
+        assert_eq!(span_of(tail, head), None);
+    }
 
     #[test]
     pub(super) fn lateness_is_warned_of_past_one_percent_unless_concurrency_is_capped() {
