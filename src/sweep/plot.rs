@@ -106,14 +106,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .iter()
             .map(|r| (x_of(r, by_rate), r.attainment.unwrap_or(0.0) * 100.0))
             .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
-            .map_err(plot_error)?
-            .label("attainment %")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, BLUE.filled())))
-            .map_err(plot_error)?;
+        line(&mut chart, points, "attainment %", BLUE, 4)?;
         let target = args.attainment * 100.0;
         chart
             .draw_series(LineSeries::new(
@@ -170,14 +163,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                         .map(|v| (x_of(r, by_rate), v))
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(plot_error)?;
+            line(&mut chart, points, name, color, 3)?;
         }
         mark(&mut chart, best.map(|b| x_of(b, by_rate)), 0.0, hi)?;
         legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
@@ -239,14 +225,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             if points.is_empty() {
                 continue;
             }
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(points.iter().map(|&pt| Circle::new(pt, 3, color.filled())))
-                .map_err(plot_error)?;
+            line(&mut chart, points, name, color, 3)?;
         }
         for (metric, bound) in &args.slo.bounds {
             let color = match metric {
@@ -315,14 +294,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
                     waiting(r).map(|l| (x_of(r, by_rate), if pick { l.mean } else { l.max }))
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(plot_error)?;
+            line(&mut chart, points, name, color, 3)?;
         }
         for (name, pick, color) in [
             ("KV cache mean %", true, ORANGE),
@@ -362,6 +334,32 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 /// An axis number without noise: 10, not 10.0; 2.5, not 2.50.
 fn short(v: f64) -> String {
     crate::report::num(&serde_json::Value::from(v), 2)
+}
+
+/// A series as a line with a dot at each point, named in the legend.
+fn line<'a, Y>(
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    points: Vec<(f64, f64)>,
+    name: &str,
+    color: RGBColor,
+    dot: u32,
+) -> Result<()>
+where
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+        .map_err(plot_error)?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    chart
+        .draw_series(points.iter().map(|&p| Circle::new(p, dot, color.filled())))
+        .map_err(plot_error)?;
+    Ok(())
 }
 
 /// The answer, as a dashed vertical line.
