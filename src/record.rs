@@ -1310,9 +1310,36 @@ fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> 
     ))
 }
 
+/// Each record of `lines` parsed and given to `f` with its line, place
+/// and 0-based position; a line that is not a record stops the tool or,
+/// with --skip-invalid, is skipped with a warning (its position counts).
+/// Returns how many lines were read.
+pub fn for_each(
+    lines: &mut crate::io::Lines,
+    skipper: &mut crate::cli::Skipper,
+    mut f: impl FnMut(
+        &mut crate::cli::Skipper,
+        Record,
+        &str,
+        &crate::error::Location,
+        u64,
+    ) -> crate::error::Result<()>,
+) -> crate::error::Result<u64> {
+    let mut read = 0u64;
+    while let Some((loc, line)) = lines.next_line()? {
+        let index = read;
+        read += 1;
+        match Record::parse_at(line, &loc) {
+            Ok(rec) => f(skipper, rec, line, &loc, index)?,
+            Err(e) => skipper.skip(e)?,
+        }
+    }
+    Ok(read)
+}
+
 /// The loop of a tool that rewrites records one by one (trace-rescale,
-/// trace-synth): each record parsed and given to `edit` with its 0-based
-/// position, written as `edit` says; a bad record stops the tool or, with
+/// trace-synth): each record given to `edit` with its 0-based position,
+/// written as `edit` says; a bad record stops the tool or, with
 /// --skip-invalid, is skipped with a warning. Returns how many records
 /// were read.
 pub fn rewrite_each(
@@ -1321,29 +1348,20 @@ pub fn rewrite_each(
     skipper: &mut crate::cli::Skipper,
     mut edit: impl FnMut(&mut Record, u64) -> Result<Edit, FieldError>,
 ) -> crate::error::Result<u64> {
-    let mut read = 0u64;
     let mut buf = Vec::with_capacity(1 << 16);
-    while let Some((loc, line)) = lines.next_line()? {
-        let index = read;
-        read += 1;
-        let mut rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => {
-                skipper.skip(e)?;
-                continue;
-            }
-        };
-        match edit(&mut rec, index) {
+    for_each(
+        lines,
+        skipper,
+        |skipper, mut rec, line, loc, index| match edit(&mut rec, index) {
             Ok(Edit::Changed) => {
                 buf.clear();
                 rec.write_json(&mut buf);
-                out.write_line(&buf)?;
+                out.write_line(&buf)
             }
-            Ok(Edit::Unchanged) => out.write_line(line.as_bytes())?,
-            Err(e) => skipper.skip(e.at(&loc))?,
-        }
-    }
-    Ok(read)
+            Ok(Edit::Unchanged) => out.write_line(line.as_bytes()),
+            Err(e) => skipper.skip(e.at(loc)),
+        },
+    )
 }
 
 #[cfg(test)]

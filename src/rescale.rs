@@ -423,18 +423,8 @@ fn read_all(
     skipper: &mut Skipper,
     mut edit: impl FnMut(&mut Record, u64) -> Result<Edit, FieldError>,
 ) -> Result<(u64, Vec<Record<'static>>)> {
-    let mut read = 0u64;
     let mut records = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        let index = read;
-        read += 1;
-        let mut rec = match Record::parse_at(line, &loc) {
-            Ok(rec) => rec,
-            Err(e) => {
-                skipper.skip(e)?;
-                continue;
-            }
-        };
+    let read = record::for_each(lines, skipper, |skipper, mut rec, _, loc, index| {
         let checked = edit(&mut rec, index).and_then(|_| {
             // Checked here, where the line is known, not when copied.
             rec.timestamp()?;
@@ -444,10 +434,13 @@ fn read_all(
             Ok(())
         });
         match checked {
-            Ok(()) => records.push(rec.into_owned()),
-            Err(e) => skipper.skip(e.at(&loc))?,
+            Ok(()) => {
+                records.push(rec.into_owned());
+                Ok(())
+            }
+            Err(e) => skipper.skip(e.at(loc)),
         }
-    }
+    })?;
     Ok((read, records))
 }
 

@@ -4,7 +4,7 @@
 //! output, and the run ends as a run that completed.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -186,18 +186,7 @@ fn replay(args: &[&str], env: &[(&str, &str)], input: String) -> (String, String
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(input.as_bytes());
     });
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).unwrap();
-        s
-    });
+    let (out, err) = crate::util::drain(&mut child);
     let pid = i32::try_from(child.id()).unwrap();
     let mut status = 0;
     // SAFETY: wait4 on the child this function started, into zeroed

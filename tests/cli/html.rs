@@ -5,7 +5,6 @@
 //! Skipped, with a note, where no Chromium is installed, unless
 //! `TRACEKIT_REQUIRE_BROWSER` is set (CI sets it after installing one).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,19 +75,7 @@ fn render(browser: &Path, dir: &TestDir, page: &Path) -> Rendered {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
-    // Read both pipes from threads: a full pipe would stall the browser.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).unwrap();
-        s
-    });
+    let (out, err) = crate::util::drain(&mut child);
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

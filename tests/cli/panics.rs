@@ -52,74 +52,30 @@ fn a_panic_anywhere_in_replay_leaves_one_error_line_per_record() {
         return;
     }
     let server = Raw::start(Arc::new(answer_one));
+    // What most lines say: cut short in flight, or never sent.
+    const C: Option<Option<&str>> = Some(Some(CUT));
+    const N: Option<Option<&str>> = Some(Some(NOT_SENT));
     // (stage, the file where it panics, what each index's line says).
     let cases: [(&str, &str, Want); 5] = [
         // Launching record 2: 0 and 1 are in flight, the rest unsent.
-        (
-            "dispatch",
-            "src/engine/dispatch.rs",
-            [
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-            ],
-        ),
+        ("dispatch", "src/engine/dispatch.rs", [C, C, N, N, N, N]),
         // Taking record 2 into the schedule, before the clock starts:
         // nothing was sent; record 2 is known by its index only.
         (
             "accept",
             "src/engine/dispatch.rs",
-            [
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-                Some(Some("not sent")),
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-            ],
+            [N, N, Some(Some("not sent")), N, N, N],
         ),
         // The reader, preparing record 2: 2 and later are never taken on.
-        (
-            "read",
-            "src/engine/feed.rs",
-            [
-                Some(Some(NOT_SENT)),
-                Some(Some(NOT_SENT)),
-                None,
-                None,
-                None,
-                None,
-            ],
-        ),
+        ("read", "src/engine/feed.rs", [N, N, None, None, None, None]),
         // Record 2's task, once answered: the others are cut short.
         (
             "task",
             "src/engine/dispatch.rs",
-            [
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-                Some(None),
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-            ],
+            [C, C, Some(None), C, C, C],
         ),
         // Writing record 2's result: it is written in its simplest form.
-        (
-            "write",
-            "src/engine/output.rs",
-            [
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-                Some(None),
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-                Some(Some(CUT)),
-            ],
-        ),
+        ("write", "src/engine/output.rs", [C, C, Some(None), C, C, C]),
     ];
     for (stage, file, want) in cases {
         for output in ["pipe", "file"] {

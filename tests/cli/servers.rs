@@ -149,18 +149,17 @@ impl Scripted {
 /// Chooses the answer from the request's head and body.
 pub type Chooser = Arc<dyn Fn(&str, &str) -> Answer + Send + Sync>;
 
-fn serve(
-    conn: TcpStream,
-    choose: &(dyn Fn(&str, &str) -> Answer + Send + Sync),
-    log: &Mutex<Vec<Seen>>,
-) {
-    conn.set_nodelay(true).unwrap();
+/// Read a request's head (to its blank line) from `conn`, and its
+/// Content-Length. `None` when the client closed first, or for a `GET`:
+/// the replay's check that the server is up (`GET /v1/models`), answered
+/// here as by a server without the route, and not logged.
+fn read_head(conn: &TcpStream) -> Option<(BufReader<TcpStream>, String, usize)> {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut head = String::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
+            return None;
         }
         head.push_str(&line);
         if line == "\r\n" {
@@ -168,13 +167,11 @@ fn serve(
         }
     }
     if head.starts_with("GET ") {
-        // The replay's check that the server is up (`GET /v1/models`):
-        // answered as by a server without the route, and not logged.
         let answer = Answer::json("404 Not Found", r#"{"error":"not found"}"#);
         let mut conn = conn;
         let _ = conn.write_all(answer.head.as_bytes());
         let _ = conn.write_all(&answer.body);
-        return;
+        return None;
     }
     let length = head
         .lines()
@@ -184,6 +181,18 @@ fn serve(
                 .then(|| v.trim().parse::<usize>().ok())?
         })
         .unwrap_or(0);
+    Some((reader, head, length))
+}
+
+fn serve(
+    conn: TcpStream,
+    choose: &(dyn Fn(&str, &str) -> Answer + Send + Sync),
+    log: &Mutex<Vec<Seen>>,
+) {
+    conn.set_nodelay(true).unwrap();
+    let Some((mut reader, head, length)) = read_head(&conn) else {
+        return;
+    };
     if length > BODY_LIMIT {
         // Answered before the body is read, and closed with the body
         // unread: the client's write then fails with a reset. With
@@ -397,33 +406,9 @@ impl Raw {
                 let answer = answer.clone();
                 std::thread::spawn(move || {
                     let _ = conn.set_nodelay(true);
-                    let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        head.push_str(&line);
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    if head.starts_with("GET ") {
-                        let a = Answer::json("404 Not Found", r#"{"error":"not found"}"#);
-                        let mut conn = conn;
-                        let _ = conn.write_all(a.head.as_bytes());
-                        let _ = conn.write_all(&a.body);
+                    let Some((mut reader, head, length)) = read_head(&conn) else {
                         return;
-                    }
-                    let length = head
-                        .lines()
-                        .find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.eq_ignore_ascii_case("content-length")
-                                .then(|| v.trim().parse::<usize>().ok())?
-                        })
-                        .unwrap_or(0);
+                    };
                     let mut body = vec![0; length];
                     if reader.read_exact(&mut body).is_err() {
                         return;

@@ -117,17 +117,14 @@ fn wrong_block_count_names_record_and_hints_block_size() {
     );
 }
 
-#[test]
-fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
-    // A WordLevel tokenizer.json: the `tokenizers` crate's own format.
-    let path = data("wordlevel-tokenizer.json");
+/// Two records sharing their first 512-token block, synthesized with the
+/// tokenizer at `path` as ids and as text: the lengths are exact, the
+/// shared block is the same ids, the other blocks differ, and the text
+/// encodes to exactly those ids.
+fn assert_exact_lengths(path: &str) {
     let input = "{\"timestamp\":0,\"input_length\":700,\"output_length\":2,\"hash_ids\":[1,2]}\n\
                  {\"timestamp\":1,\"input_length\":600,\"output_length\":2,\"hash_ids\":[1,3]}\n";
-    let out = synth(
-        &["--token-ids", "--tokenizer", path.to_str().unwrap()],
-        input,
-    );
-    let tok = Tokenizer::load(path.to_str().unwrap()).unwrap();
+    let out = synth(&["--token-ids", "--tokenizer", path], input);
     let ids: Vec<Vec<u64>> = out
         .iter()
         .map(|r| {
@@ -139,14 +136,22 @@ fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
                 .collect()
         })
         .collect();
-    assert_eq!((ids[0].len(), ids[1].len()), (700, 600));
-    assert_eq!(ids[0][..512], ids[1][..512]);
-    assert_ne!(ids[0][512..600], ids[1][512..600]);
-    let text = synth(&["--tokenizer", path.to_str().unwrap()], input);
+    assert_eq!((ids[0].len(), ids[1].len()), (700, 600), "{path}");
+    assert_eq!(ids[0][..512], ids[1][..512], "{path}");
+    assert_ne!(ids[0][512..600], ids[1][512..600], "{path}");
+    let tok = Tokenizer::load(path).unwrap();
+    let text = synth(&["--tokenizer", path], input);
     for (r, want) in text.iter().zip(&ids) {
         let got = tok.encode(r["text_input"].as_str().unwrap()).unwrap();
-        assert_eq!(got.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), *want);
+        let got: Vec<u64> = got.iter().map(|&i| u64::from(i)).collect();
+        assert_eq!(got, *want, "{path}");
     }
+}
+
+#[test]
+fn a_hugging_face_tokenizer_file_gives_exact_lengths() {
+    // A WordLevel tokenizer.json: the `tokenizers` crate's own format.
+    assert_exact_lengths(data("wordlevel-tokenizer.json").to_str().unwrap());
 }
 
 #[test]
@@ -156,39 +161,13 @@ fn every_tokenizer_json_model_type_gives_exact_lengths() {
     // padding and truncation at 16 that sentence embedders ship, which a
     // count must ignore), Unigram and BPE with Metaspace (SentencePiece's
     // forms), and byte-level BPE (GPT-2's).
-    let input = "{\"timestamp\":0,\"input_length\":700,\"output_length\":2,\"hash_ids\":[1,2]}\n\
-                 {\"timestamp\":1,\"input_length\":600,\"output_length\":2,\"hash_ids\":[1,3]}\n";
     for name in [
         "wordpiece-padded",
         "unigram",
         "bpe-metaspace",
         "bpe-bytelevel",
     ] {
-        let path = data(&format!("tokenizers/{name}.json"));
-        let path = path.to_str().unwrap();
-        let out = synth(&["--token-ids", "--tokenizer", path], input);
-        let ids: Vec<Vec<u64>> = out
-            .iter()
-            .map(|r| {
-                r["prompt_token_ids"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap())
-                    .collect()
-            })
-            .collect();
-        assert_eq!((ids[0].len(), ids[1].len()), (700, 600), "{name}");
-        assert_eq!(ids[0][..512], ids[1][..512], "{name}");
-        assert_ne!(ids[0][512..600], ids[1][512..600], "{name}");
-        // The text encodes to exactly those ids.
-        let tok = Tokenizer::load(path).unwrap();
-        let text = synth(&["--tokenizer", path], input);
-        for (r, want) in text.iter().zip(&ids) {
-            let got = tok.encode(r["text_input"].as_str().unwrap()).unwrap();
-            let got: Vec<u64> = got.iter().map(|&i| u64::from(i)).collect();
-            assert_eq!(got, *want, "{name}");
-        }
+        assert_exact_lengths(data(&format!("tokenizers/{name}.json")).to_str().unwrap());
     }
 }
 

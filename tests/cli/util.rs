@@ -275,3 +275,24 @@ pub fn hash_ids(v: &serde_json::Value) -> Vec<u64> {
         .map(|x| x.as_u64().unwrap())
         .collect()
 }
+
+/// Read a spawned child's stdout and stderr to their ends on two threads
+/// (a full pipe would stall the child); join them for the text.
+pub fn drain(
+    child: &mut std::process::Child,
+) -> (
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    fn read_all(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            pipe.read_to_string(&mut s).unwrap();
+            s
+        })
+    }
+    (
+        read_all(child.stdout.take().unwrap()),
+        read_all(child.stderr.take().unwrap()),
+    )
+}
