@@ -21,9 +21,9 @@
 //!   the simulated server as a library ([`simulator`]), and a server's own
 //!   metrics ([`server_metrics`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
-//!   diagnostics ([`cli`], [`error`]), JSON scanning ([`json`]), time and
-//!   numbers ([`time`], [`duration`], [`text`], [`hash`]), spreadsheets
-//!   ([`xlsx`]).
+//!   diagnostics ([`cli`], [`error`], [`panics`]), JSON scanning
+//!   ([`json`]), time and numbers ([`time`], [`duration`], [`text`],
+//!   [`hash`]), spreadsheets ([`xlsx`]).
 //!
 //! The record formats and conventions are described in `man/tracekit.7`.
 
@@ -62,6 +62,7 @@ pub mod error;
 pub mod hash;
 pub mod io;
 pub mod json;
+pub mod panics;
 pub mod text;
 pub mod time;
 pub mod xlsx;

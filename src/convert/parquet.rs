@@ -71,21 +71,12 @@ pub fn for_each_row(
 /// `f`'s result, or its error or panic as a message. The parquet crate
 /// asserts on some damaged files (a negative column length in the footer)
 /// instead of returning an error; a damaged input must not end the tool
-/// with a panic. The panic hook is silenced meanwhile: trace-convert reads
-/// its inputs on one thread.
+/// with a panic.
 fn guarded<T>(f: impl FnOnce() -> parquet::errors::Result<T>) -> std::result::Result<T, String> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    std::panic::set_hook(hook);
-    match result {
+    match crate::panics::catch(f) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(panic) => Err(panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "damaged".to_string())),
+        Err(panic) => Err(panic),
     }
 }
 

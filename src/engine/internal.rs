@@ -9,61 +9,23 @@
 //! internal error, the results are flushed, and the run ends with status 2.
 
 use std::any::Any;
-use std::cell::{Cell, RefCell};
-use std::sync::Once;
 
-thread_local! {
-    /// This thread's panics are caught and reported by the engine.
-    static CAUGHT: Cell<bool> = const { Cell::new(false) };
-    /// Where and why this thread last panicked, as the hook saw it.
-    static LAST: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-/// Install, once per process, a panic hook that keeps quiet on the
-/// engine's threads (the catch site reports the panic in one line, with
-/// what the hook saw) and leaves every other thread to the hook before it.
+/// Install, once per process, the hook that keeps quiet on the engine's
+/// threads (see [`crate::panics`]).
 pub(super) fn install_hook() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let before = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !CAUGHT.with(Cell::get) {
-                return before(info);
-            }
-            let msg = payload_text(info.payload());
-            let text = match info.location() {
-                Some(at) => format!("internal error at {}:{}: {msg}", at.file(), at.line()),
-                None => format!("internal error: {msg}"),
-            };
-            LAST.with(|l| *l.borrow_mut() = Some(text));
-        }));
-    });
+    crate::panics::install_hook();
 }
 
 /// Mark this thread's panics as the engine's to report, until the guard
 /// is dropped.
-pub(super) fn caught_here() -> CaughtHere {
-    let before = CAUGHT.with(|c| c.replace(true));
-    CaughtHere { before }
-}
-
-/// See [`caught_here`].
-pub(super) struct CaughtHere {
-    before: bool,
-}
-
-impl Drop for CaughtHere {
-    fn drop(&mut self) {
-        CAUGHT.with(|c| c.set(self.before));
-    }
+pub(super) fn caught_here() -> crate::panics::CaughtHere {
+    crate::panics::caught_here()
 }
 
 /// A caught panic on one line: `internal error at FILE:LINE: message`
 /// (the location when the hook saw it on this thread).
 pub fn describe(payload: &(dyn Any + Send)) -> String {
-    let seen = LAST.with(|l| l.borrow_mut().take());
-    let text = seen.unwrap_or_else(|| format!("internal error: {}", payload_text(payload)));
-    super::exchange::one_line(&text)
+    super::exchange::one_line(&crate::panics::describe(payload))
 }
 
 /// The error a run stopped by the internal error `what` ends with.
@@ -72,14 +34,6 @@ pub(super) fn stopped(what: &str) -> crate::error::Error {
         "{what}: the run stopped; every record taken on has its result, an `error` naming this \
          for those not answered (a bug: please report it)"
     ))
-}
-
-fn payload_text(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Where a test can provoke a panic.
