@@ -19,6 +19,17 @@ fn container(job: &Yaml) -> &Yaml {
     &job["spec"]["template"]["spec"]["containers"][0]
 }
 
+/// The shell script the container runs: its command's last word.
+fn script(c: &Yaml) -> &str {
+    c["command"]
+        .as_vec()
+        .unwrap()
+        .last()
+        .unwrap()
+        .as_str()
+        .unwrap()
+}
+
 fn env<'a>(c: &'a Yaml, name: &str) -> &'a str {
     c["env"]
         .as_vec()
@@ -59,13 +70,7 @@ fn the_replay_job_runs_every_shard_at_once_from_one_start_time() {
     let c = container(&job);
     assert_eq!(env(c, "SHARDS"), n.to_string());
     tracekit::time::parse_rfc3339(env(c, "START_AT")).unwrap();
-    let script = c["command"]
-        .as_vec()
-        .unwrap()
-        .last()
-        .unwrap()
-        .as_str()
-        .unwrap();
+    let script = script(c);
     for needle in [
         "K=$((JOB_COMPLETION_INDEX+1))",
         "trace-replay --shard \"$K/$SHARDS\" --start-at \"$START_AT\"",
@@ -81,13 +86,7 @@ fn the_summary_job_reads_every_shard() {
     let job = load("summarize-job.yaml");
     assert_eq!(job["kind"].as_str(), Some("Job"));
     let c = container(&job);
-    let script = c["command"]
-        .as_vec()
-        .unwrap()
-        .last()
-        .unwrap()
-        .as_str()
-        .unwrap();
+    let script = script(c);
     assert!(
         script.contains("trace-summarize /data/results/shard-*.ndjson"),
         "{script}"

@@ -1,8 +1,8 @@
 //! Conventions every tool keeps: stdin equals file input, gzip in and out
 //! (multi-member too), a closed pipe ends quietly, file arguments concatenate.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::process::Command;
 
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
@@ -115,19 +115,12 @@ fn several_files_are_read_in_turn() {
 #[test]
 fn a_closed_pipe_ends_quietly_with_status_0() {
     for (tool, args) in FILTERS {
-        let mut child = Command::new(bin(tool))
-            .args(*args)
-            .arg(data("conversation_trace.jsonl"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        // The reader is gone: like `| head -1`.
-        let out = child.wait_with_output().unwrap();
+        // The reader is gone after one line: like `| head -1`.
+        let (first, out) = crate::util::head_one(
+            Command::new(bin(tool))
+                .args(*args)
+                .arg(data("conversation_trace.jsonl")),
+        );
         assert!(first.starts_with('{'));
         assert_eq!(out.status.code(), Some(0), "{tool}");
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{tool}");

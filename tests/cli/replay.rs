@@ -1,5 +1,4 @@
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -1106,20 +1105,14 @@ fn ctrl_c_between_two_distant_requests_stops_before_the_second_is_due() {
 fn a_closed_output_ends_the_run_quietly() {
     let dir = TestDir::new("replay-pipe");
     dir.write("slow.jsonl", text_trace(100, 100, 2));
-    let mut child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args(["--sim", "--quiet", "slow.jsonl"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    // The reader is dropped after one line: the next write fails and the
+    // run stops.
+    let (first, out) = crate::util::head_one(
+        Command::new(bin("trace-replay"))
+            .current_dir(&dir.path)
+            .args(["--sim", "--quiet", "slow.jsonl"]),
+    );
     assert!(first.starts_with("{\"index\":0,"), "{first}");
-    // The reader is dropped: the next write fails and the run stops.
-    let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }

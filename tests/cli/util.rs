@@ -296,3 +296,19 @@ pub fn drain(
         read_all(child.stderr.take().unwrap()),
     )
 }
+
+/// Run `cmd` as `cmd | head -1` would: its first line read, then its
+/// output closed; returns that line and how the command ended.
+pub fn head_one(cmd: &mut Command) -> (String, std::process::Output) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    (first, child.wait_with_output().unwrap())
+}
