@@ -14,7 +14,8 @@
 //!   once per speed), the metrics over results ([`metrics`]) and the report
 //!   made of them ([`report`]: trace-summarize's figures, trace-sweep's
 //!   rows).
-//! - **The shared model**: the trace record ([`record`]), the result record
+//! - **The shared model**: the endpoints, each described once for requests
+//!   and answers ([`api`]), the trace record ([`record`]), the result record
 //!   ([`result`]) and the peers' result files read as results ([`peers`]),
 //!   sharding ([`shard`]), statistics ([`stats`]), prompt synthesis
 //!   ([`prompts`], [`tokenizer`]), the unit of timestamps ([`timestamps`]),
@@ -44,6 +45,7 @@ pub mod metrics;
 pub mod report;
 
 // The shared model.
+pub mod api;
 pub mod peers;
 pub mod prompts;
 pub mod record;

@@ -24,6 +24,7 @@ use axum::routing::{get, post};
 use lru::LruCache;
 use serde_json::{Value, json};
 
+use crate::api::{Api, Endpoint, Piece};
 use crate::error::{Error, Result};
 use crate::hash::{mix, stable_hash, unit_interval};
 
@@ -242,13 +243,19 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         arrivals,
         counts: Counts::default(),
     });
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/v1/models", get(models))
-        .route("/metrics", get(metrics))
-        .route("/v1/completions", post(completions))
-        .route("/v1/chat/completions", post(chat))
-        .with_state(sim);
+        .route("/metrics", get(metrics));
+    // Every endpoint tracekit speaks is served.
+    for endpoint in <Endpoint as clap::ValueEnum>::value_variants() {
+        let api = endpoint.api();
+        app = app.route(
+            api.path(),
+            post(move |State(sim): State<Arc<Sim>>, body: Bytes| answer(sim, body, api)),
+        );
+    }
+    let app = app.with_state(sim);
     // Small chunks must leave at once: with Nagle's algorithm a token
     // could wait for the client's delayed ACK (40 ms).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -373,14 +380,6 @@ fn label_value(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-async fn completions(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
-    answer(sim, body, false).await
-}
-
-async fn chat(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
-    answer(sim, body, true).await
-}
-
 fn error_response(status: StatusCode, message: &str) -> Response {
     (
         status,
@@ -390,41 +389,15 @@ fn error_response(status: StatusCode, message: &str) -> Response {
 }
 
 /// Prompt tokens: words of the text, or the ids of a token-id prompt.
-fn prompt_tokens(req: &Value, chat: bool) -> Option<Vec<u64>> {
-    let words = |text: &str, out: &mut Vec<u64>| {
-        out.extend(
-            text.split_whitespace()
-                .map(|w| stable_hash(0, w.as_bytes())),
-        );
-    };
+fn prompt_tokens(req: &Value, api: &dyn Api) -> Option<Vec<u64>> {
     let mut out = Vec::new();
-    if chat {
-        for m in req.get("messages")?.as_array()? {
-            match m.get("content") {
-                Some(Value::String(s)) => words(s, &mut out),
-                Some(Value::Array(parts)) => {
-                    for p in parts {
-                        if let Some(t) = p.get("text").and_then(Value::as_str) {
-                            words(t, &mut out);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-    } else {
-        match req.get("prompt")? {
-            Value::String(s) => words(s, &mut out),
-            Value::Array(items) => {
-                for item in items {
-                    match item {
-                        Value::Number(n) => out.push(n.as_u64()?),
-                        Value::String(s) => words(s, &mut out),
-                        _ => return None,
-                    }
-                }
-            }
-            _ => return None,
+    for piece in api.read_prompt(req)? {
+        match piece {
+            Piece::Text(text) => out.extend(
+                text.split_whitespace()
+                    .map(|w| stable_hash(0, w.as_bytes())),
+            ),
+            Piece::Token(id) => out.push(id),
         }
     }
     Some(out)
@@ -496,7 +469,7 @@ impl Drop for InFlight {
     }
 }
 
-async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
+async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     if let Some(log) = &sim.arrivals {
         use std::io::Write;
         let us = std::time::SystemTime::now()
@@ -510,8 +483,8 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
         Ok(v @ Value::Object(_)) => v,
         _ => return error_response(StatusCode::BAD_REQUEST, "the body is not a JSON object"),
     };
-    let Some(tokens) = prompt_tokens(&req, chat) else {
-        let what = if chat { "messages" } else { "prompt" };
+    let Some(tokens) = prompt_tokens(&req, api) else {
+        let what = api.prompt_key();
         return error_response(StatusCode::BAD_REQUEST, &format!("missing or bad `{what}`"));
     };
     let max_tokens = req
@@ -600,16 +573,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             .fetch_add(max_tokens, Ordering::Relaxed);
         counts.finished.fetch_add(1, Ordering::Relaxed);
         let text = words(voice, max_tokens);
-        let choice = if chat {
-            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
-        } else {
-            json!({"index": 0, "text": text, "finish_reason": "length"})
-        };
-        let object = if chat {
-            "chat.completion"
-        } else {
-            "text_completion"
-        };
+        let (object, choice) = api.answer(&text);
         return axum::Json(json!({
             "id": id, "object": object, "created": 0, "model": model,
             "choices": [choice], "usage": usage,
@@ -620,11 +584,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let _guard = guard;
-        let object = if chat {
-            "chat.completion.chunk"
-        } else {
-            "text_completion"
-        };
+        let object = api.chunk_object();
         let chunk = |choice: Value, usage: Option<&Value>| {
             let mut c = json!({"id": id, "object": object, "created": 0, "model": model,
                                "choices": [choice]});
@@ -636,24 +596,10 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             }
             Bytes::from(format!("data: {c}\n\n"))
         };
-        let delta = |text: &str, finish: Option<&str>| {
-            if chat {
-                json!({"index": 0, "delta": {"content": text}, "finish_reason": finish})
-            } else {
-                json!({"index": 0, "text": text, "finish_reason": finish})
+        if let Some(opening) = api.opening_choice() {
+            if tx.send(Ok(chunk(opening, None))).await.is_err() {
+                return;
             }
-        };
-        // vLLM's first chat chunk carries the role and no content.
-        if chat
-            && tx
-                .send(Ok(chunk(
-                    json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
-                    None,
-                )))
-                .await
-                .is_err()
-        {
-            return;
         }
         tokio::time::sleep_until(due).await;
         for k in 0..max_tokens {
@@ -677,7 +623,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, chat: bool) -> Response {
             let finish = (k + 1 == max_tokens).then_some("length");
             let word = format!("{} ", word(voice, k));
             if tx
-                .send(Ok(chunk(delta(&word, finish), None)))
+                .send(Ok(chunk(api.chunk_choice(&word, finish), None)))
                 .await
                 .is_err()
             {

@@ -2,33 +2,15 @@
 
 use std::io::Write;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::conversation::Parent;
+pub use crate::api::Endpoint;
+use crate::api::Given;
 use crate::error::FieldError;
 use crate::json;
 use crate::prompts::{Synthesizer, prompt_for};
 use crate::record::{self, Record};
-
-/// Which OpenAI API the requests go to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Endpoint {
-    /// `/v1/completions`: a `prompt`.
-    Completions,
-    /// `/v1/chat/completions`: `messages`.
-    Chat,
-}
-
-impl Endpoint {
-    /// The path under the base URL.
-    pub fn path(self) -> &'static str {
-        match self {
-            Endpoint::Completions => "/v1/completions",
-            Endpoint::Chat => "/v1/chat/completions",
-        }
-    }
-}
 
 /// What every body gets, from the flags.
 #[derive(Clone, Debug)]
@@ -213,7 +195,7 @@ pub fn prepare(
 ) -> std::result::Result<Prepared, PrepareError> {
     let mut base = outline(rec, index, opts)?;
     if is_delta(rec)? {
-        if opts.endpoint != Endpoint::Chat {
+        if !opts.endpoint.api().conversation() {
             return Err(FieldError::new(
                 "message_mode",
                 "\"delta\" continues a chat conversation: it needs --endpoint chat",
@@ -260,48 +242,21 @@ pub fn prepare(
     };
     let live = opts.live_answers
         && synthesized
-        && opts.endpoint == Endpoint::Chat
+        && opts.endpoint.api().conversation()
         && base.session_id.is_some();
     let messages = rec.get("messages");
     let token_ids = rec
         .get("prompt_token_ids")
         .map(|ids| record::integer_array("prompt_token_ids", ids))
         .transpose()?;
-    let (prompt_key, prompt) = match opts.endpoint {
-        Endpoint::Chat => match (messages, &text) {
-            (Some(m), _) => ("messages", Prompt::Messages(m)),
-            (None, Some(t)) => ("messages", Prompt::UserMessage(t)),
-            (None, None) if token_ids.is_some() => {
-                return Err(FieldError::new(
-                    "prompt_token_ids",
-                    "token ids need --endpoint completions",
-                )
-                .into());
-            }
-            (None, None) => {
-                return Err(
-                    FieldError::new("input_length", "missing: the record has no prompt").into(),
-                );
-            }
-        },
-        Endpoint::Completions => match (&token_ids, &text) {
-            (Some(ids), _) => ("prompt", Prompt::TokenIds(ids)),
-            (None, Some(t)) => ("prompt", Prompt::Text(t)),
-            (None, None) if messages.is_some() => {
-                return Err(FieldError::new(
-                    "messages",
-                    "a conversation needs --endpoint chat (the completions API takes a prompt)",
-                )
-                .into());
-            }
-            (None, None) => {
-                return Err(
-                    FieldError::new("input_length", "missing: the record has no prompt").into(),
-                );
-            }
-        },
-    };
-    let tools = rec.get("tools").filter(|_| opts.endpoint == Endpoint::Chat);
+    let api = opts.endpoint.api();
+    let prompt = api.prompt(&Given {
+        messages,
+        text: text.as_deref(),
+        token_ids: token_ids.as_deref(),
+    })?;
+    let prompt_key = api.prompt_key();
+    let tools = rec.get("tools").filter(|_| api.conversation());
     let record_extra: Map<String, Value> = match rec.get("extra") {
         Some(extra) => serde_json::from_str(extra.get())
             .map_err(|_| FieldError::new("extra", "is not a JSON object"))?,
@@ -428,40 +383,6 @@ impl<'a> BodyWriter<'a> {
         }
         self.out.push(b'}');
         self.out
-    }
-}
-
-/// A request's prompt, as the body gives it.
-enum Prompt<'a> {
-    /// `messages` as the record gives them.
-    Messages(&'a RawValue),
-    /// The text as one user message.
-    UserMessage(&'a str),
-    Text(&'a str),
-    TokenIds(&'a [u64]),
-}
-
-impl Prompt<'_> {
-    fn write(&self, out: &mut Vec<u8>) {
-        match self {
-            Prompt::Messages(raw) => out.extend_from_slice(raw.get().as_bytes()),
-            Prompt::UserMessage(text) => {
-                out.extend_from_slice(br#"[{"role":"user","content":"#);
-                json::write_str(out, text);
-                out.extend_from_slice(b"}]");
-            }
-            Prompt::Text(text) => json::write_str(out, text),
-            Prompt::TokenIds(ids) => {
-                out.push(b'[');
-                for (i, id) in ids.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    let _ = write!(out, "{id}");
-                }
-                out.push(b']');
-            }
-        }
     }
 }
 

@@ -1,0 +1,72 @@
+//! `/v1/chat/completions`.
+
+use serde_json::{Value, json};
+
+use super::{Api, Given, Piece, Prompt};
+use crate::error::FieldError;
+
+pub struct Chat;
+
+impl Api for Chat {
+    fn path(&self) -> &'static str {
+        "/v1/chat/completions"
+    }
+
+    fn prompt_key(&self) -> &'static str {
+        "messages"
+    }
+
+    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
+        match (given.messages, given.text) {
+            (Some(m), _) => Ok(Prompt::Messages(m)),
+            (None, Some(t)) => Ok(Prompt::UserMessage(t)),
+            (None, None) if given.token_ids.is_some() => Err(FieldError::new(
+                "prompt_token_ids",
+                "token ids need --endpoint completions",
+            )),
+            (None, None) => Err(Given::missing()),
+        }
+    }
+
+    fn conversation(&self) -> bool {
+        true
+    }
+
+    fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
+        let mut out = Vec::new();
+        for m in body.get("messages")?.as_array()? {
+            match m.get("content") {
+                Some(Value::String(s)) => out.push(Piece::Text(s)),
+                Some(Value::Array(parts)) => out.extend(
+                    parts
+                        .iter()
+                        .filter_map(|p| p.get("text").and_then(Value::as_str))
+                        .map(Piece::Text),
+                ),
+                _ => {}
+            }
+        }
+        Some(out)
+    }
+
+    fn answer(&self, text: &str) -> (&'static str, Value) {
+        (
+            "chat.completion",
+            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}),
+        )
+    }
+
+    fn chunk_object(&self) -> &'static str {
+        "chat.completion.chunk"
+    }
+
+    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value {
+        json!({"index": 0, "delta": {"content": text}, "finish_reason": finish})
+    }
+
+    fn opening_choice(&self) -> Option<Value> {
+        Some(
+            json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
+        )
+    }
+}

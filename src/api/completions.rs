@@ -1,0 +1,69 @@
+//! `/v1/completions`.
+
+use serde_json::{Value, json};
+
+use super::{Api, Given, Piece, Prompt};
+use crate::error::FieldError;
+
+pub struct Completions;
+
+impl Api for Completions {
+    fn path(&self) -> &'static str {
+        "/v1/completions"
+    }
+
+    fn prompt_key(&self) -> &'static str {
+        "prompt"
+    }
+
+    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
+        match (given.token_ids, given.text) {
+            (Some(ids), _) => Ok(Prompt::TokenIds(ids)),
+            (None, Some(t)) => Ok(Prompt::Text(t)),
+            (None, None) if given.messages.is_some() => Err(FieldError::new(
+                "messages",
+                "a conversation needs --endpoint chat (the completions API takes a prompt)",
+            )),
+            (None, None) => Err(Given::missing()),
+        }
+    }
+
+    fn conversation(&self) -> bool {
+        false
+    }
+
+    /// A string, or an array of token ids and strings.
+    fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
+        match body.get("prompt")? {
+            Value::String(s) => Some(vec![Piece::Text(s)]),
+            Value::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    Value::Number(n) => n.as_u64().map(Piece::Token),
+                    Value::String(s) => Some(Piece::Text(s)),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
+    fn answer(&self, text: &str) -> (&'static str, Value) {
+        (
+            "text_completion",
+            json!({"index": 0, "text": text, "finish_reason": "length"}),
+        )
+    }
+
+    fn chunk_object(&self) -> &'static str {
+        "text_completion"
+    }
+
+    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value {
+        json!({"index": 0, "text": text, "finish_reason": finish})
+    }
+
+    fn opening_choice(&self) -> Option<Value> {
+        None
+    }
+}
