@@ -7,7 +7,7 @@ pub mod requests;
 mod server;
 pub mod sheets;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
@@ -661,8 +661,16 @@ fn render(args: &Args, reports: &Reports, o: &ReportOptions) -> String {
                     rows.push(h);
                 }
                 for (name, j) in all {
+                    // A group may lack a section the whole run has (the
+                    // sessions, a turn position): empty cells under the
+                    // run's columns, not a shorter row.
+                    let cells: HashMap<String, String> = report::flatten(j).into_iter().collect();
                     let mut row = vec![name];
-                    row.extend(report::flatten(j).into_iter().map(|(_, v)| v));
+                    row.extend(
+                        first
+                            .iter()
+                            .map(|(k, _)| cells.get(k).cloned().unwrap_or_default()),
+                    );
                     rows.push(row);
                 }
             }
