@@ -557,6 +557,65 @@ pub fn num(v: &Value, decimals: usize) -> String {
     number(v.as_f64(), decimals)
 }
 
+/// The forms the reports of trace-summarize and trace-sweep are printed
+/// in (`--format`). Each tool offers those it writes, with its own words
+/// for them in `--help`: see [`Format::parser`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object.
+    Json,
+    /// A header and rows.
+    Csv,
+    /// GitHub Markdown.
+    Markdown,
+    /// A spreadsheet.
+    Xlsx,
+}
+
+impl Format {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Markdown => "markdown",
+            Format::Xlsx => "xlsx",
+        }
+    }
+
+    /// How a table of this form is drawn: Markdown's, or aligned columns
+    /// (the forms that are not text have no tables).
+    pub fn style(self) -> Style {
+        match self {
+            Format::Markdown => Style::Markdown,
+            _ => Style::Plain,
+        }
+    }
+
+    /// The `--format` parser of a tool that writes `forms`, each with the
+    /// words `--help` says of it.
+    pub fn parser(
+        forms: &'static [(Format, &'static str)],
+    ) -> impl clap::builder::TypedValueParser<Value = Format> {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        PossibleValuesParser::new(
+            forms
+                .iter()
+                .map(|(f, help)| PossibleValue::new(f.name()).help(*help)),
+        )
+        .map(move |name| {
+            forms
+                .iter()
+                .map(|(f, _)| *f)
+                .find(|f| f.name() == name)
+                .expect("the parser accepts only these names")
+        })
+    }
+}
+
 /// How a table is drawn.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Style {

@@ -20,6 +20,7 @@ use crate::json;
 use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
 use crate::peers::Results;
 use crate::record::{self, Kind, Record};
+pub use crate::report::Format;
 use crate::report::{self, Report, ReportOptions, Style};
 use crate::result::{ResultView, Status};
 use crate::xlsx::Cell;
@@ -87,7 +88,7 @@ pub struct Args {
     /// jq), one CSV row per run or group, Markdown for a pull request, or
     /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
     /// the requests and, with --window, one of the windows.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
     pub format: Format,
 
     /// With --format csv, leave out the header row (to append runs to one
@@ -189,20 +190,14 @@ pub struct Args {
     pub skip_invalid: SkipArgs,
 }
 
-/// Report formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// One JSON object with stable keys.
-    Json,
-    /// One CSV row per run or group, with a header.
-    Csv,
-    /// GitHub Markdown tables.
-    Markdown,
-    /// A spreadsheet, to the -o file.
-    Xlsx,
-}
+/// Report formats, as `--help` describes them.
+const FORMATS: [(Format, &str); 5] = [
+    (Format::Table, "Aligned columns for people"),
+    (Format::Json, "One JSON object with stable keys"),
+    (Format::Csv, "One CSV row per run or group, with a header"),
+    (Format::Markdown, "GitHub Markdown tables"),
+    (Format::Xlsx, "A spreadsheet, to the -o file"),
+];
 
 /// Percentiles asked for.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ pub mod search;
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use serde_json::{Map, Value, json};
 
 use self::search::Plan;
@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
 use crate::record::{Record, Speedup};
+pub use crate::report::Format;
 use crate::report::{self, Report, ReportOptions, Style};
 use crate::result::{ResultView, Status};
 use crate::server_metrics::{self, RUN_COLUMNS, RunFigures};
@@ -174,7 +175,7 @@ pub struct Args {
 
     /// How to print the rows: an aligned table, one JSON object, CSV (a
     /// header and one row per run) or Markdown.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
     pub format: Format,
 
     /// Also draw the sweep to FILE (.svg, or .html with the SVG inline):
@@ -185,18 +186,14 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
-/// How the rows are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// One JSON object: the runs and the answer.
-    Json,
-    /// One CSV row per run, with a header.
-    Csv,
-    /// GitHub Markdown.
-    Markdown,
-}
+/// How the rows are printed, as `--help` describes it (no xlsx: --xlsx
+/// FILE writes the spreadsheet beside the printed form).
+const FORMATS: [(Format, &str); 4] = [
+    (Format::Table, "Aligned columns for people"),
+    (Format::Json, "One JSON object: the runs and the answer"),
+    (Format::Csv, "One CSV row per run, with a header"),
+    (Format::Markdown, "GitHub Markdown"),
+];
 
 /// Speeds given with --speeds.
 #[derive(Clone, Debug)]
@@ -937,12 +934,10 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
             }
             String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
         }
+        // Not a --format of trace-sweep (see FORMATS).
+        Format::Xlsx => String::new(),
         Format::Table | Format::Markdown => {
-            let style = if args.format == Format::Markdown {
-                Style::Markdown
-            } else {
-                Style::Plain
-            };
+            let style = args.format.style();
             let header: Vec<String> = [
                 "speed",
                 "offered/s",
