@@ -1,7 +1,12 @@
-//! Turning an [`Aggregate`] into the report: one JSON value with stable keys,
-//! from which the table, Markdown and CSV forms and `--fail-if` all read.
+//! Turning an [`Aggregate`] into the report: the typed [`Report`], built in
+//! one place, is the one schema. `--format json` serializes it; the CSV
+//! columns and `--fail-if` paths read its JSON value; the table and
+//! Markdown forms render its fields through the one table writer
+//! ([`table`]).
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
 
 use crate::metrics::{
     Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
@@ -28,280 +33,513 @@ pub fn percentile_key(p: f64) -> String {
     format!("p{}", crate::text::format_ms(p))
 }
 
+/// Entries whose keys are only known at run time (percentiles, HTTP
+/// statuses, turn positions, SLOs), serialized as a JSON object in the order
+/// inserted. A key inserted again keeps its place and takes the new value,
+/// as a JSON object does (`--percentiles 50,50`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keyed<V>(pub Vec<(String, V)>);
+
+impl<V> Default for Keyed<V> {
+    fn default() -> Self {
+        Keyed(Vec::new())
+    }
+}
+
+impl<V> Keyed<V> {
+    /// Add `key`, or replace its value where it is.
+    pub fn insert(&mut self, key: String, value: V) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V> FromIterator<(String, V)> for Keyed<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
+        let mut k = Keyed::default();
+        for (key, value) in iter {
+            k.insert(key, value);
+        }
+        k
+    }
+}
+
+impl<V: Serialize> Serialize for Keyed<V> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The whole report of one group. Field order is key order; `None` in an
+/// `Option` skipped when absent is a key the report leaves out, any other
+/// `None` is `null`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The report's own convention.
+    pub convention: &'static str,
+    /// The peer release it follows (peers' conventions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follows: Option<&'static str>,
+    /// `exact`, or `3 significant digits` once a distribution became a
+    /// histogram.
+    pub precision: &'static str,
+    pub requests: Requests,
+    /// Count by HTTP status, `none` for no response.
+    pub http_status: Keyed<u64>,
+    /// First send to last end, s.
+    pub duration_s: Option<f64>,
+    /// Ok results without usage counted one token per content chunk (peers'
+    /// conventions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens_from_chunks: Option<u64>,
+    pub output_tokens: u64,
+    pub prompt_tokens: u64,
+    pub throughput: Throughput,
+    pub peak: Peak,
+    pub ttft: Stats,
+    pub tpot: Stats,
+    pub itl: Stats,
+    pub e2e: Stats,
+    pub output_tokens_per_s_per_request: Stats,
+    pub dispatch_lag: Stats,
+    /// With --from-scheduled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_scheduled: Option<FromScheduled>,
+    pub input_length_error: FidelityFigures,
+    pub output_length_error: FidelityFigures,
+    pub prefix_cache: PrefixCache,
+    /// When results carry sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsFigures>,
+    /// With --slo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloFigures>,
+    /// The other conventions asked for, by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conventions: Option<Keyed<ConventionFigures>>,
+    /// With --window: every window from the first to the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<WindowFigures>>,
+}
+
+/// Results by status.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Requests {
+    pub total: u64,
+    pub ok: u64,
+    pub error: u64,
+    pub timeout: u64,
+    pub cancelled: u64,
+    pub warmup_excluded: u64,
+    pub ok_without_usage: u64,
+}
+
+/// Per second of the run's duration; null without a duration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Throughput {
+    pub requests_per_s: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub total_tokens_per_s: Option<f64>,
+}
+
+/// Peaks over the run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Peak {
+    /// The busiest 1-second bucket.
+    pub output_tokens_per_s: Option<f64>,
+    pub in_flight: u64,
+    pub in_flight_resolution_ms: f64,
+}
+
 /// A distribution's figures; without values, the same keys with nulls, so
 /// that every report has the same shape (CSV columns, `--fail-if` paths).
-fn stats_json(d: &Dist, ps: &[f64]) -> Value {
-    stats_json_by(d, ps, PercentileRule::NearestRank)
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub count: u64,
+    pub mean: Option<f64>,
+    pub std: Option<f64>,
+    pub min: Option<f64>,
+    /// By [`percentile_key`], in the order asked.
+    #[serde(flatten)]
+    pub percentiles: Keyed<Option<f64>>,
+    pub max: Option<f64>,
 }
 
-fn stats_json_by(d: &Dist, ps: &[f64], rule: PercentileRule) -> Value {
-    match d.summary_by(ps, rule) {
-        Some(s) => summary_json(&s),
-        None => {
-            let mut m = Map::new();
-            m.insert("count".into(), json!(0));
-            for key in ["mean", "std", "min"] {
-                m.insert(key.into(), Value::Null);
-            }
-            for p in ps {
-                m.insert(percentile_key(*p), Value::Null);
-            }
-            m.insert("max".into(), Value::Null);
-            Value::Object(m)
+impl Stats {
+    fn of(d: &Dist, ps: &[f64]) -> Stats {
+        Stats::by(d, ps, PercentileRule::NearestRank)
+    }
+
+    fn by(d: &Dist, ps: &[f64], rule: PercentileRule) -> Stats {
+        match d.summary_by(ps, rule) {
+            Some(s) => Stats::summary(&s),
+            None => Stats {
+                percentiles: ps.iter().map(|p| (percentile_key(*p), None)).collect(),
+                ..Stats::default()
+            },
+        }
+    }
+
+    fn summary(s: &Summary) -> Stats {
+        Stats {
+            count: s.count,
+            mean: finite(s.mean),
+            std: finite(s.std),
+            min: finite(s.min),
+            percentiles: s
+                .percentiles
+                .iter()
+                .map(|(p, v)| (percentile_key(*p), finite(*v)))
+                .collect(),
+            max: finite(s.max),
+        }
+    }
+
+    /// The `p`-th percentile, when asked for and known.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        self.percentiles.get(&percentile_key(p)).copied().flatten()
+    }
+}
+
+/// Latencies measured from the scheduled instant.
+#[derive(Clone, Debug, Serialize)]
+pub struct FromScheduled {
+    pub ttft: Stats,
+    pub e2e: Stats,
+}
+
+/// Differences between the tokens asked for and those reported.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FidelityFigures {
+    pub count: u64,
+    pub exact: u64,
+    pub mean: Option<f64>,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+impl FidelityFigures {
+    fn of(f: &Fidelity) -> FidelityFigures {
+        let range = f.range();
+        FidelityFigures {
+            count: f.count,
+            exact: f.exact,
+            mean: f.mean().and_then(finite),
+            min: range.map(|r| r.0),
+            max: range.map(|r| r.1),
         }
     }
 }
 
-fn summary_json(s: &Summary) -> Value {
-    let mut m = Map::new();
-    m.insert("count".into(), json!(s.count));
-    m.insert("mean".into(), json!(s.mean));
-    m.insert("std".into(), json!(s.std));
-    m.insert("min".into(), json!(s.min));
-    for (p, v) in &s.percentiles {
-        m.insert(percentile_key(*p), json!(v));
-    }
-    m.insert("max".into(), json!(s.max));
-    Value::Object(m)
-}
-
-fn fidelity_json(f: &Fidelity) -> Value {
-    let range = f.range();
-    json!({
-        "count": f.count,
-        "exact": f.exact,
-        "mean": f.mean(),
-        "min": range.map(|r| r.0),
-        "max": range.map(|r| r.1),
-    })
-}
-
-fn per_s(n: f64, duration: Option<f64>) -> Value {
-    match duration {
-        Some(d) => json!(n / d),
-        None => Value::Null,
-    }
-}
-
-/// The whole report of one group as JSON.
-pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
-    let ps = o.percentiles;
-    let primary = o.conventions[0];
-    let duration = a.duration_s();
-    let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
-    let dists = a.conventions.get(&primary).cloned().unwrap_or_default();
-    let all_exact =
-        a.conventions.values().all(|c| {
-            c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact() && c.e2e.is_exact()
-        }) && a.e2e.is_exact()
-            && a.lag.is_exact()
-            && a.tokens_per_s.is_exact();
-
-    let mut m = Map::new();
-    m.insert("convention".into(), json!(primary.name()));
-    if let Some(release) = primary.release() {
-        m.insert("follows".into(), json!(release));
-    }
-    m.insert(
-        "precision".into(),
-        json!(if all_exact {
-            "exact"
-        } else {
-            "3 significant digits"
-        }),
-    );
-    m.insert(
-        "requests".into(),
-        json!({
-            "total": a.total,
-            "ok": count(Status::Ok),
-            "error": count(Status::Error),
-            "timeout": count(Status::Timeout),
-            "cancelled": count(Status::Cancelled),
-            "warmup_excluded": a.warmup,
-            "ok_without_usage": a.ok_without_usage,
-        }),
-    );
-    let http: Map<String, Value> = a
-        .by_http
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.map_or_else(|| "none".to_string(), |c| c.to_string()),
-                json!(v),
-            )
-        })
-        .collect();
-    m.insert("http_status".into(), Value::Object(http));
-    m.insert("duration_s".into(), json!(duration));
-    // A peer counts the tokens of answers without usage (as content
-    // chunks here); tracekit leaves them out.
-    let output_tokens = if primary == Convention::Tracekit {
-        a.output_tokens
-    } else {
-        m.insert(
-            "output_tokens_from_chunks".into(),
-            json!(dists.tokens_from_chunks),
-        );
-        dists.output_tokens
-    };
-    m.insert("output_tokens".into(), json!(output_tokens));
-    m.insert("prompt_tokens".into(), json!(a.prompt_tokens));
-    m.insert(
-        "throughput".into(),
-        json!({
-            "requests_per_s": per_s(a.ok() as f64, duration),
-            "output_tokens_per_s": per_s(output_tokens as f64, duration),
-            "total_tokens_per_s": per_s((output_tokens + a.prompt_tokens) as f64, duration),
-        }),
-    );
-    m.insert(
-        "peak".into(),
-        json!({
-            "output_tokens_per_s": a.peak_tokens_per_s(),
-            "in_flight": a.in_flight.peak(),
-            "in_flight_resolution_ms": a.in_flight.resolution_ms,
-        }),
-    );
-    let rule = primary.percentile_rule();
-    m.insert("ttft".into(), stats_json_by(&dists.ttft, ps, rule));
-    m.insert("tpot".into(), stats_json_by(&dists.tpot, ps, rule));
-    m.insert("itl".into(), stats_json_by(&dists.itl, ps, rule));
-    if primary == Convention::Tracekit {
-        m.insert("e2e".into(), stats_json(&a.e2e, ps));
-    } else {
-        m.insert("e2e".into(), stats_json_by(&dists.e2e, ps, rule));
-    }
-    m.insert(
-        "output_tokens_per_s_per_request".into(),
-        stats_json(&a.tokens_per_s, ps),
-    );
-    m.insert("dispatch_lag".into(), stats_json(&a.lag, ps));
-    if o.from_scheduled {
-        m.insert(
-            "from_scheduled".into(),
-            json!({
-                "ttft": stats_json(&a.ttft_from_scheduled, ps),
-                "e2e": stats_json(&a.e2e_from_scheduled, ps),
-            }),
-        );
-    }
-    m.insert(
-        "input_length_error".into(),
-        fidelity_json(&a.input_fidelity),
-    );
-    m.insert(
-        "output_length_error".into(),
-        fidelity_json(&a.output_fidelity),
-    );
-    m.insert(
-        "prefix_cache".into(),
-        json!({
-            "hit_rate": (a.cache_prompt_tokens > 0)
-                .then(|| a.cached_tokens as f64 / a.cache_prompt_tokens as f64),
-            "cached_tokens": a.cached_tokens,
-            "prompt_tokens": a.cache_prompt_tokens,
-            "results": a.cache_reports,
-        }),
-    );
-    if !a.sessions.is_empty() {
-        m.insert("sessions".into(), sessions_json(&a.sessions.figures(), ps));
-    }
-    if !o.slo.bounds.is_empty() {
-        let mut bounds = Map::new();
-        let mut met = Map::new();
-        let share = |n: u64| (a.total > 0).then(|| n as f64 / a.total as f64);
-        for (i, (metric, bound)) in o.slo.bounds.iter().enumerate() {
-            bounds.insert(format!("{}_ms", metric.name()), json!(bound));
-            met.insert(
-                metric.name().into(),
-                json!(share(a.slo_met.get(i).copied().unwrap_or(0))),
-            );
-        }
-        met.insert("all".into(), json!(share(a.slo_met_all)));
-        m.insert(
-            "slo".into(),
-            json!({
-                "bounds": bounds,
-                "met": met,
-                "goodput_per_s": per_s(a.slo_met_all as f64, duration),
-            }),
-        );
-    }
-    if o.conventions.len() > 1 {
-        let mut others = Map::new();
-        for c in &o.conventions[1..] {
-            let d = a.conventions.get(c).cloned().unwrap_or_default();
-            others.insert(c.name().into(), convention_json(*c, &d, ps));
-        }
-        m.insert("conventions".into(), Value::Object(others));
-    }
-    if let Some(w) = o.window_ms {
-        // Every window from the first to the last, empty ones too: a gap in
-        // the series is a stretch of nothing, which the reader must see.
-        let empty = Window::default();
-        let first = a.windows.keys().next().copied().unwrap_or(0);
-        let series: Vec<Value> = (0..a.window_count())
-            .map(|k| first + k as i64)
-            .map(|i| (i, a.windows.get(&i).unwrap_or(&empty)))
-            .map(|(i, win)| {
-                let q = |d: &Dist, p: f64| d.summary(&[p]).map(|s| s.percentiles[0].1);
-                json!({
-                    "start_s": i as f64 * w / 1000.0,
-                    "started": win.started,
-                    "completed": win.completed,
-                    "errors": win.errors,
-                    "output_tokens_per_s": win.output_tokens / (w / 1000.0),
-                    "ttft_p50": q(&win.ttft, 50.0),
-                    "ttft_p99": q(&win.ttft, 99.0),
-                    "e2e_p50": q(&win.e2e, 50.0),
-                    "e2e_p99": q(&win.e2e, 99.0),
-                })
-            })
-            .collect();
-        m.insert("windows".into(), Value::Array(series));
-    }
-    Value::Object(m)
+/// The server's prefix cache, as the results report it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PrefixCache {
+    pub hit_rate: Option<f64>,
+    pub cached_tokens: u64,
+    pub prompt_tokens: u64,
+    pub results: u64,
 }
 
 /// The sessions' figures: counts, turns per session, session duration
 /// (first send to last completion) and the prefix cache hit rate by turn
 /// position, keyed by the turn (`--fail-if 'sessions.cache_hit_rate_by_turn.2<0.5'`).
-fn sessions_json(f: &SessionFigures, ps: &[f64]) -> Value {
-    let by_turn: Map<String, Value> = f
-        .cache_by_turn
-        .iter()
-        .map(|(t, c, p)| {
-            let rate = (*p > 0).then(|| *c as f64 / *p as f64);
-            (t.to_string(), json!(rate))
-        })
-        .collect();
-    json!({
-        "count": f.count,
-        "completed": f.completed,
-        "turns": stats_json(&f.turns, ps),
-        "duration_ms": stats_json(&f.duration_ms, ps),
-        "cache_hit_rate_by_turn": by_turn,
-    })
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionsFigures {
+    pub count: u64,
+    pub completed: u64,
+    pub turns: Stats,
+    pub duration_ms: Stats,
+    pub cache_hit_rate_by_turn: Keyed<Option<f64>>,
+}
+
+impl SessionsFigures {
+    fn of(f: &SessionFigures, ps: &[f64]) -> SessionsFigures {
+        SessionsFigures {
+            count: f.count,
+            completed: f.completed,
+            turns: Stats::of(&f.turns, ps),
+            duration_ms: Stats::of(&f.duration_ms, ps),
+            cache_hit_rate_by_turn: f
+                .cache_by_turn
+                .iter()
+                .map(|(t, c, p)| (t.to_string(), per(*c, *p)))
+                .collect(),
+        }
+    }
+}
+
+/// The SLOs tested and the share of results meeting them.
+#[derive(Clone, Debug, Serialize)]
+pub struct SloFigures {
+    /// `ttft_ms`: the bound, in the order given.
+    pub bounds: Keyed<f64>,
+    pub met: SloMet,
+    /// Results meeting every SLO per second.
+    pub goodput_per_s: Option<f64>,
+}
+
+/// Shares of every result meeting each SLO (by its name), then all.
+#[derive(Clone, Debug, Serialize)]
+pub struct SloMet {
+    #[serde(flatten)]
+    pub each: Keyed<Option<f64>>,
+    pub all: Option<f64>,
 }
 
 /// One convention's figures beside the report's own.
-fn convention_json(c: Convention, d: &ConventionDists, ps: &[f64]) -> Value {
-    let rule = c.percentile_rule();
-    json!({
-        "follows": c.release(),
-        "ttft": stats_json_by(&d.ttft, ps, rule),
-        "tpot": stats_json_by(&d.tpot, ps, rule),
-        "itl": stats_json_by(&d.itl, ps, rule),
-        "e2e": stats_json_by(&d.e2e, ps, rule),
-        "output_tokens": d.output_tokens,
-        "output_tokens_from_chunks": d.tokens_from_chunks,
-    })
+#[derive(Clone, Debug, Serialize)]
+pub struct ConventionFigures {
+    #[serde(skip)]
+    pub convention: Convention,
+    pub follows: Option<&'static str>,
+    pub ttft: Stats,
+    pub tpot: Stats,
+    pub itl: Stats,
+    pub e2e: Stats,
+    pub output_tokens: u64,
+    pub output_tokens_from_chunks: u64,
 }
 
-/// A number for people: up to `decimals` places, trailing zeros trimmed.
-pub fn num(v: &Value, decimals: usize) -> String {
-    match v.as_f64() {
+impl ConventionFigures {
+    fn of(c: Convention, d: &ConventionDists, ps: &[f64]) -> ConventionFigures {
+        let rule = c.percentile_rule();
+        ConventionFigures {
+            convention: c,
+            follows: c.release(),
+            ttft: Stats::by(&d.ttft, ps, rule),
+            tpot: Stats::by(&d.tpot, ps, rule),
+            itl: Stats::by(&d.itl, ps, rule),
+            e2e: Stats::by(&d.e2e, ps, rule),
+            output_tokens: d.output_tokens,
+            output_tokens_from_chunks: d.tokens_from_chunks,
+        }
+    }
+}
+
+/// One window of the time series.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowFigures {
+    pub start_s: f64,
+    pub started: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub output_tokens_per_s: f64,
+    pub ttft_p50: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    pub e2e_p50: Option<f64>,
+    pub e2e_p99: Option<f64>,
+}
+
+impl WindowFigures {
+    /// The cells of its row, in [`WINDOW_COLUMNS`] order.
+    fn cells(&self) -> [Option<f64>; 9] {
+        [
+            Some(self.start_s),
+            Some(self.started as f64),
+            Some(self.completed as f64),
+            Some(self.errors as f64),
+            Some(self.output_tokens_per_s),
+            self.ttft_p50,
+            self.ttft_p99,
+            self.e2e_p50,
+            self.e2e_p99,
+        ]
+    }
+}
+
+/// A figure as the JSON report has it: a number that is not finite is
+/// null there, so it is none here.
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+fn per_s(n: f64, duration: Option<f64>) -> Option<f64> {
+    duration.and_then(|d| finite(n / d))
+}
+
+impl Report {
+    /// The report of one group.
+    pub fn of(a: &Aggregate, o: &ReportOptions) -> Report {
+        let ps = o.percentiles;
+        let primary = o.conventions[0];
+        let duration = a.duration_s();
+        let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
+        let dists = a.conventions.get(&primary).cloned().unwrap_or_default();
+        let all_exact = a.conventions.values().all(|c| {
+            c.ttft.is_exact() && c.tpot.is_exact() && c.itl.is_exact() && c.e2e.is_exact()
+        }) && a.e2e.is_exact()
+            && a.lag.is_exact()
+            && a.tokens_per_s.is_exact();
+        // A peer counts the tokens of answers without usage (as content
+        // chunks here); tracekit leaves them out.
+        let (output_tokens, output_tokens_from_chunks) = if primary == Convention::Tracekit {
+            (a.output_tokens, None)
+        } else {
+            (dists.output_tokens, Some(dists.tokens_from_chunks))
+        };
+        let rule = primary.percentile_rule();
+        Report {
+            convention: primary.name(),
+            follows: primary.release(),
+            precision: if all_exact {
+                "exact"
+            } else {
+                "3 significant digits"
+            },
+            requests: Requests {
+                total: a.total,
+                ok: count(Status::Ok),
+                error: count(Status::Error),
+                timeout: count(Status::Timeout),
+                cancelled: count(Status::Cancelled),
+                warmup_excluded: a.warmup,
+                ok_without_usage: a.ok_without_usage,
+            },
+            http_status: a
+                .by_http
+                .iter()
+                .map(|(k, v)| (k.map_or_else(|| "none".to_string(), |c| c.to_string()), *v))
+                .collect(),
+            duration_s: duration,
+            output_tokens_from_chunks,
+            output_tokens,
+            prompt_tokens: a.prompt_tokens,
+            throughput: Throughput {
+                requests_per_s: per_s(a.ok() as f64, duration),
+                output_tokens_per_s: per_s(output_tokens as f64, duration),
+                total_tokens_per_s: per_s((output_tokens + a.prompt_tokens) as f64, duration),
+            },
+            peak: Peak {
+                output_tokens_per_s: a.peak_tokens_per_s().and_then(finite),
+                in_flight: a.in_flight.peak(),
+                in_flight_resolution_ms: a.in_flight.resolution_ms,
+            },
+            ttft: Stats::by(&dists.ttft, ps, rule),
+            tpot: Stats::by(&dists.tpot, ps, rule),
+            itl: Stats::by(&dists.itl, ps, rule),
+            e2e: if primary == Convention::Tracekit {
+                Stats::of(&a.e2e, ps)
+            } else {
+                Stats::by(&dists.e2e, ps, rule)
+            },
+            output_tokens_per_s_per_request: Stats::of(&a.tokens_per_s, ps),
+            dispatch_lag: Stats::of(&a.lag, ps),
+            from_scheduled: o.from_scheduled.then(|| FromScheduled {
+                ttft: Stats::of(&a.ttft_from_scheduled, ps),
+                e2e: Stats::of(&a.e2e_from_scheduled, ps),
+            }),
+            input_length_error: FidelityFigures::of(&a.input_fidelity),
+            output_length_error: FidelityFigures::of(&a.output_fidelity),
+            prefix_cache: PrefixCache {
+                hit_rate: per(a.cached_tokens, a.cache_prompt_tokens),
+                cached_tokens: a.cached_tokens,
+                prompt_tokens: a.cache_prompt_tokens,
+                results: a.cache_reports,
+            },
+            sessions: (!a.sessions.is_empty())
+                .then(|| SessionsFigures::of(&a.sessions.figures(), ps)),
+            slo: (!o.slo.bounds.is_empty()).then(|| slo_figures(a, o.slo, duration)),
+            conventions: (o.conventions.len() > 1).then(|| {
+                o.conventions[1..]
+                    .iter()
+                    .map(|c| {
+                        let d = a.conventions.get(c).cloned().unwrap_or_default();
+                        (c.name().to_string(), ConventionFigures::of(*c, &d, ps))
+                    })
+                    .collect()
+            }),
+            windows: o.window_ms.map(|w| windows(a, w)),
+        }
+    }
+
+    /// The report as a JSON value, for `--format json`, the CSV columns and
+    /// `--fail-if` paths.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("reports serialize")
+    }
+}
+
+/// `n / of`, none when `of` is 0.
+fn per(n: u64, of: u64) -> Option<f64> {
+    (of > 0).then(|| n as f64 / of as f64)
+}
+
+fn slo_figures(a: &Aggregate, slo: &Slo, duration: Option<f64>) -> SloFigures {
+    let share = |n: u64| per(n, a.total);
+    let mut bounds = Keyed::default();
+    let mut each = Keyed::default();
+    for (i, (metric, bound)) in slo.bounds.iter().enumerate() {
+        bounds.insert(format!("{}_ms", metric.name()), *bound);
+        each.insert(
+            metric.name().to_string(),
+            share(a.slo_met.get(i).copied().unwrap_or(0)),
+        );
+    }
+    SloFigures {
+        bounds,
+        met: SloMet {
+            each,
+            all: share(a.slo_met_all),
+        },
+        goodput_per_s: per_s(a.slo_met_all as f64, duration),
+    }
+}
+
+/// Every window from the first to the last, empty ones too: a gap in the
+/// series is a stretch of nothing, which the reader must see.
+fn windows(a: &Aggregate, w: f64) -> Vec<WindowFigures> {
+    let empty = Window::default();
+    let first = a.windows.keys().next().copied().unwrap_or(0);
+    (0..a.window_count())
+        .map(|k| first + k as i64)
+        .map(|i| (i, a.windows.get(&i).unwrap_or(&empty)))
+        .map(|(i, win)| {
+            let q = |d: &Dist, p: f64| d.summary(&[p]).and_then(|s| finite(s.percentiles[0].1));
+            WindowFigures {
+                start_s: i as f64 * w / 1000.0,
+                started: win.started,
+                completed: win.completed,
+                errors: win.errors,
+                output_tokens_per_s: win.output_tokens / (w / 1000.0),
+                ttft_p50: q(&win.ttft, 50.0),
+                ttft_p99: q(&win.ttft, 99.0),
+                e2e_p50: q(&win.e2e, 50.0),
+                e2e_p99: q(&win.e2e, 99.0),
+            }
+        })
+        .collect()
+}
+
+/// The whole report of one group as JSON.
+pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
+    Report::of(a, o).to_value()
+}
+
+/// A number for people: up to `decimals` places, trailing zeros trimmed;
+/// `-` for none (a JSON null: not a finite number).
+pub fn number(x: Option<f64>, decimals: usize) -> String {
+    match x.filter(|x| x.is_finite()) {
         None => "-".into(),
         Some(x) => {
             let text = format!("{x:.decimals$}");
@@ -311,6 +549,70 @@ pub fn num(v: &Value, decimals: usize) -> String {
                 text
             }
         }
+    }
+}
+
+/// [`number`] of a JSON value.
+pub fn num(v: &Value, decimals: usize) -> String {
+    number(v.as_f64(), decimals)
+}
+
+/// The forms the reports of trace-summarize and trace-sweep are printed
+/// in (`--format`). Each tool offers those it writes, with its own words
+/// for them in `--help`: see [`Format::parser`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object.
+    Json,
+    /// A header and rows.
+    Csv,
+    /// GitHub Markdown.
+    Markdown,
+    /// A spreadsheet.
+    Xlsx,
+}
+
+impl Format {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Markdown => "markdown",
+            Format::Xlsx => "xlsx",
+        }
+    }
+
+    /// How a table of this form is drawn: Markdown's, or aligned columns
+    /// (the forms that are not text have no tables).
+    pub fn style(self) -> Style {
+        match self {
+            Format::Markdown => Style::Markdown,
+            _ => Style::Plain,
+        }
+    }
+
+    /// The `--format` parser of a tool that writes `forms`, each with the
+    /// words `--help` says of it.
+    pub fn parser(
+        forms: &'static [(Format, &'static str)],
+    ) -> impl clap::builder::TypedValueParser<Value = Format> {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        PossibleValuesParser::new(
+            forms
+                .iter()
+                .map(|(f, help)| PossibleValue::new(f.name()).help(*help)),
+        )
+        .map(move |name| {
+            forms
+                .iter()
+                .map(|(f, _)| *f)
+                .find(|f| f.name() == name)
+                .expect("the parser accepts only these names")
+        })
     }
 }
 
@@ -326,6 +628,31 @@ pub enum Style {
 /// Draw rows under a header; numbers (every column but the first) are
 /// right-aligned when `numbers` is set. A plain table of facts has no header.
 pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: bool) -> String {
+    if numbers {
+        columns(style, header, rows, 1)
+    } else if style == Style::Plain {
+        columns_under(None, style, header, rows, usize::MAX)
+    } else {
+        columns(style, header, rows, usize::MAX)
+    }
+}
+
+/// Draw rows under a header: the columns before `left` are text, aligned
+/// left; the others numbers, aligned right. Every table of every tool is
+/// drawn here.
+pub fn columns(style: Style, header: &[String], rows: &[Vec<String>], left: usize) -> String {
+    columns_under(Some(header), style, header, rows, left)
+}
+
+/// [`columns`], the header line drawn only when `shown` is given (the
+/// widths count the header all the same).
+fn columns_under(
+    shown: Option<&[String]>,
+    style: Style,
+    header: &[String],
+    rows: &[Vec<String>],
+    left: usize,
+) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -337,7 +664,7 @@ pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: boo
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                if i == 0 || !numbers {
+                if i < left {
                     format!("{c:<w$}", w = widths[i])
                 } else {
                     format!("{c:>w$}", w = widths[i])
@@ -349,17 +676,13 @@ pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: boo
             Style::Markdown => format!("| {} |\n", padded.join(" | ")),
         }
     };
-    let mut out = if style == Style::Plain && !numbers {
-        String::new()
-    } else {
-        line(header)
-    };
+    let mut out = shown.map(line).unwrap_or_default();
     if style == Style::Markdown {
         let rule: Vec<String> = widths
             .iter()
             .enumerate()
             .map(|(i, w)| {
-                if i == 0 || !numbers {
+                if i < left {
                     "-".repeat(*w)
                 } else {
                     format!("{}:", "-".repeat(w.saturating_sub(1)))
@@ -374,18 +697,18 @@ pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: boo
     out
 }
 
-fn stats_row(name: &str, v: &Value, ps: &[f64]) -> Vec<String> {
+fn stats_row(name: &str, s: &Stats, ps: &[f64]) -> Vec<String> {
     let mut row = vec![
         name.to_string(),
-        v["count"].as_u64().map_or("0".into(), |c| c.to_string()),
+        s.count.to_string(),
+        number(s.mean, 2),
+        number(s.std, 2),
+        number(s.min, 2),
     ];
-    for key in ["mean", "std", "min"] {
-        row.push(num(&v[key], 2));
-    }
     for p in ps {
-        row.push(num(&v[percentile_key(*p)], 2));
+        row.push(number(s.percentile(*p), 2));
     }
-    row.push(num(&v["max"], 2));
+    row.push(number(s.max, 2));
     row
 }
 
@@ -418,21 +741,22 @@ pub fn convention_note(c: Convention) -> &'static str {
 }
 
 /// The report for people (`table`) or for a pull request (`markdown`).
-pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> String {
+pub fn to_text(title: &str, j: &Report, o: &ReportOptions, style: Style) -> String {
     let ps = o.percentiles;
-    let r = &j["requests"];
+    let r = &j.requests;
     let mut out = String::new();
-    let http: Vec<String> = j["http_status"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}: {v}")).collect())
-        .unwrap_or_default();
+    let http: Vec<String> = j
+        .http_status
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
     let heading = format!(
         "{title}: {} requests: {} ok, {} error, {} timeout, {} cancelled (HTTP {})",
-        r["total"],
-        r["ok"],
-        r["error"],
-        r["timeout"],
-        r["cancelled"],
+        r.total,
+        r.ok,
+        r.error,
+        r.timeout,
+        r.cancelled,
         if http.is_empty() {
             "-".to_string()
         } else {
@@ -450,7 +774,7 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
             "the latencies by cumulative weight, the others by nearest rank"
         }
     };
-    let precision = if j["precision"] == "exact" {
+    let precision = if j.precision == "exact" {
         format!("percentiles exact ({rule})")
     } else {
         "percentiles within 0.1 % (HDR histogram, 3 significant digits); mean, std, min, max exact"
@@ -464,7 +788,7 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
         ),
         format!(
             "{precision}; warmup results excluded ({})",
-            r["warmup_excluded"]
+            r.warmup_excluded
         ),
     ];
     for n in &notes {
@@ -475,63 +799,56 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
     }
     out.push('\n');
 
-    let t = &j["throughput"];
+    let t = &j.throughput;
     let mut facts: Vec<Vec<String>> = vec![
-        vec!["duration".into(), format!("{} s", num(&j["duration_s"], 3))],
+        vec!["duration".into(), format!("{} s", number(j.duration_s, 3))],
         vec![
             "request throughput".into(),
-            format!("{} requests/s", num(&t["requests_per_s"], 3)),
+            format!("{} requests/s", number(t.requests_per_s, 3)),
         ],
         vec![
             "output token throughput".into(),
             format!(
                 "{} tokens/s ({} tokens)",
-                num(&t["output_tokens_per_s"], 2),
-                j["output_tokens"]
+                number(t.output_tokens_per_s, 2),
+                j.output_tokens
             ),
         ],
         vec![
             "total token throughput".into(),
             format!(
                 "{} tokens/s ({} prompt tokens)",
-                num(&t["total_tokens_per_s"], 2),
-                j["prompt_tokens"]
+                number(t.total_tokens_per_s, 2),
+                j.prompt_tokens
             ),
         ],
         vec![
             "peak output tokens/s".into(),
-            format!(
-                "{} (1 s buckets)",
-                num(&j["peak"]["output_tokens_per_s"], 1)
-            ),
+            format!("{} (1 s buckets)", number(j.peak.output_tokens_per_s, 1)),
         ],
         vec![
             "peak requests in flight".into(),
-            j["peak"]["in_flight"].to_string(),
+            j.peak.in_flight.to_string(),
         ],
     ];
-    if let Some(s) = j.get("sessions") {
-        let turns = &s["turns"];
-        let duration = &s["duration_ms"];
+    if let Some(s) = &j.sessions {
         facts.push(vec![
             "sessions".into(),
             format!(
                 "{} ({} with every turn ok); turns per session mean {}, max {}; duration p50 {} ms, max {} ms",
-                s["count"],
-                s["completed"],
-                num(&turns["mean"], 2),
-                num(&turns["max"], 0),
-                num(&duration[percentile_key(50.0)], 1),
-                num(&duration["max"], 1),
+                s.count,
+                s.completed,
+                number(s.turns.mean, 2),
+                number(s.turns.max, 0),
+                number(s.duration_ms.percentile(50.0), 1),
+                number(s.duration_ms.max, 1),
             ),
         ]);
-        if let Some(by_turn) = s["cache_hit_rate_by_turn"]
-            .as_object()
-            .filter(|m| !m.is_empty())
-        {
-            let rates: Vec<String> = by_turn
+        if !s.cache_hit_rate_by_turn.is_empty() {
+            let rates: Vec<String> = s
+                .cache_hit_rate_by_turn
                 .iter()
-                .map(|(t, r)| format!("{t}: {}", num(r, 3)))
+                .map(|(t, r)| format!("{t}: {}", number(*r, 3)))
                 .collect();
             facts.push(vec![
                 "prefix cache hit rate by turn".into(),
@@ -539,49 +856,46 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
             ]);
         }
     }
-    let cache = &j["prefix_cache"];
-    if cache["results"].as_u64().unwrap_or(0) > 0 {
+    let cache = &j.prefix_cache;
+    if cache.results > 0 {
         facts.push(vec![
             "prefix cache hit rate".into(),
             format!(
                 "{} ({} of {} prompt tokens cached)",
-                num(&cache["hit_rate"], 4),
-                cache["cached_tokens"],
-                cache["prompt_tokens"]
+                number(cache.hit_rate, 4),
+                cache.cached_tokens,
+                cache.prompt_tokens
             ),
         ]);
     }
-    for (key, name) in [
-        ("input_length_error", "prompt tokens - input_length"),
-        ("output_length_error", "completion tokens - output_length"),
+    for (f, name) in [
+        (&j.input_length_error, "prompt tokens - input_length"),
+        (&j.output_length_error, "completion tokens - output_length"),
     ] {
-        let f = &j[key];
-        if f["count"].as_u64().unwrap_or(0) > 0 {
+        if let (true, Some(min), Some(max)) = (f.count > 0, f.min, f.max) {
             facts.push(vec![
                 name.into(),
                 format!(
-                    "mean {}, min {}, max {} ({} of {} exact)",
-                    num(&f["mean"], 2),
-                    f["min"],
-                    f["max"],
-                    f["exact"],
-                    f["count"]
+                    "mean {}, min {min}, max {max} ({} of {} exact)",
+                    number(f.mean, 2),
+                    f.exact,
+                    f.count
                 ),
             ]);
         }
     }
-    if r["ok_without_usage"].as_u64().unwrap_or(0) > 0 {
-        let how = match j.get("output_tokens_from_chunks") {
+    if r.ok_without_usage > 0 {
+        let how = match j.output_tokens_from_chunks {
             None => "their tokens are not counted".to_string(),
             Some(n) => format!("{n} of them counted one token per content chunk"),
         };
         facts.push(vec![
             "ok without usage".into(),
-            format!("{} ({how})", r["ok_without_usage"]),
+            format!("{} ({how})", r.ok_without_usage),
         ]);
     }
-    if let Some(slo) = j.get("slo") {
-        let met = &slo["met"];
+    if let Some(slo) = &j.slo {
+        let met = &slo.met;
         let parts: Vec<String> = o
             .slo
             .bounds
@@ -591,7 +905,7 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
                     "{} <= {} ms: {}",
                     m.name(),
                     crate::text::format_ms(*b),
-                    num(&met[m.name()], 4)
+                    number(met.each.get(m.name()).copied().flatten(), 4)
                 )
             })
             .collect();
@@ -599,8 +913,8 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
             "goodput".into(),
             format!(
                 "{} requests/s meet every SLO (share {}; {})",
-                num(&slo["goodput_per_s"], 3),
-                num(&met["all"], 4),
+                number(slo.goodput_per_s, 3),
+                number(met.all, 4),
                 parts.join(", ")
             ),
         ]);
@@ -615,15 +929,15 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
 
     let names = o.conventions[0].names();
     let mut rows = vec![
-        stats_row(names.ttft, &j["ttft"], ps),
-        stats_row(names.tpot, &j["tpot"], ps),
-        stats_row(names.itl, &j["itl"], ps),
-        stats_row(names.e2e, &j["e2e"], ps),
-        stats_row("dispatch lag", &j["dispatch_lag"], ps),
+        stats_row(names.ttft, &j.ttft, ps),
+        stats_row(names.tpot, &j.tpot, ps),
+        stats_row(names.itl, &j.itl, ps),
+        stats_row(names.e2e, &j.e2e, ps),
+        stats_row("dispatch lag", &j.dispatch_lag, ps),
     ];
-    if let Some(fs) = j.get("from_scheduled") {
-        rows.push(stats_row("TTFT from scheduled", &fs["ttft"], ps));
-        rows.push(stats_row("E2E from scheduled", &fs["e2e"], ps));
+    if let Some(fs) = &j.from_scheduled {
+        rows.push(stats_row("TTFT from scheduled", &fs.ttft, ps));
+        rows.push(stats_row("E2E from scheduled", &fs.e2e, ps));
     }
     out.push_str(&table(
         style,
@@ -633,7 +947,7 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
     ));
     let tps = vec![stats_row(
         "per request",
-        &j["output_tokens_per_s_per_request"],
+        &j.output_tokens_per_s_per_request,
         ps,
     )];
     out.push('\n');
@@ -644,33 +958,28 @@ pub fn to_text(title: &str, j: &Value, o: &ReportOptions, style: Style) -> Strin
         true,
     ));
 
-    if let Some(others) = j.get("conventions").and_then(Value::as_object) {
-        for (name, v) in others {
-            out.push('\n');
-            let c = o.conventions.iter().find(|c| c.name() == name);
-            if let Some(c) = c {
-                let note = format!("convention {name}: {}", convention_note(*c));
-                match style {
-                    Style::Plain => out.push_str(&format!("{note}\n")),
-                    Style::Markdown => out.push_str(&format!("_{note}_\n\n")),
-                }
-            }
-            let names = c.map_or(Convention::Tracekit, |c| *c).names();
-            let rows = vec![
-                stats_row(names.ttft, &v["ttft"], ps),
-                stats_row(names.tpot, &v["tpot"], ps),
-                stats_row(names.itl, &v["itl"], ps),
-                stats_row(names.e2e, &v["e2e"], ps),
-            ];
-            out.push_str(&table(
-                style,
-                &stats_header(&format!("{name} (ms)"), ps),
-                &rows,
-                true,
-            ));
+    for (name, v) in j.conventions.iter().flat_map(Keyed::iter) {
+        out.push('\n');
+        let note = format!("convention {name}: {}", convention_note(v.convention));
+        match style {
+            Style::Plain => out.push_str(&format!("{note}\n")),
+            Style::Markdown => out.push_str(&format!("_{note}_\n\n")),
         }
+        let names = v.convention.names();
+        let rows = vec![
+            stats_row(names.ttft, &v.ttft, ps),
+            stats_row(names.tpot, &v.tpot, ps),
+            stats_row(names.itl, &v.itl, ps),
+            stats_row(names.e2e, &v.e2e, ps),
+        ];
+        out.push_str(&table(
+            style,
+            &stats_header(&format!("{name} (ms)"), ps),
+            &rows,
+            true,
+        ));
     }
-    if let Some(series) = j.get("windows").and_then(Value::as_array) {
+    if let Some(series) = &j.windows {
         out.push('\n');
         out.push_str(&windows_table(series, style));
     }
@@ -689,19 +998,11 @@ const WINDOW_COLUMNS: [&str; 9] = [
     "e2e_p99",
 ];
 
-fn windows_table(series: &[Value], style: Style) -> String {
+fn windows_table(series: &[WindowFigures], style: Style) -> String {
     let header: Vec<String> = WINDOW_COLUMNS.iter().map(|s| s.to_string()).collect();
     let rows: Vec<Vec<String>> = series
         .iter()
-        .map(|w| {
-            WINDOW_COLUMNS
-                .iter()
-                .map(|k| match &w[*k] {
-                    Value::Null => "-".into(),
-                    v => num(v, 3),
-                })
-                .collect()
-        })
+        .map(|w| w.cells().iter().map(|x| number(*x, 3)).collect())
         .collect();
     table(style, &header, &rows, true)
 }

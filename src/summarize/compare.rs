@@ -289,7 +289,7 @@ fn to_csv(
 }
 
 fn n(v: f64) -> String {
-    report::num(&Value::from(v), 2)
+    report::number(Some(v), 2)
 }
 
 /// `12.5`, or `12.5 ± 0.71 (12 … 13)` over several runs, as hyperfine.
@@ -304,7 +304,7 @@ fn spread_cell(s: Option<Spread>) -> String {
 }
 
 fn signed(v: f64, decimals: usize) -> String {
-    let text = report::num(&Value::from(v), decimals);
+    let text = report::number(Some(v), decimals);
     if v > 0.0 { format!("+{text}") } else { text }
 }
 

@@ -7,7 +7,7 @@ pub mod requests;
 mod server;
 pub mod sheets;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
@@ -20,7 +20,8 @@ use crate::json;
 use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
 use crate::peers::Results;
 use crate::record::{self, Kind, Record};
-use crate::report::{self, ReportOptions, Style};
+pub use crate::report::Format;
+use crate::report::{self, Report, ReportOptions, Style};
 use crate::result::{ResultView, Status};
 use crate::xlsx::Cell;
 
@@ -87,7 +88,7 @@ pub struct Args {
     /// jq), one CSV row per run or group, Markdown for a pull request, or
     /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
     /// the requests and, with --window, one of the windows.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
     pub format: Format,
 
     /// With --format csv, leave out the header row (to append runs to one
@@ -189,20 +190,14 @@ pub struct Args {
     pub skip_invalid: SkipArgs,
 }
 
-/// Report formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// One JSON object with stable keys.
-    Json,
-    /// One CSV row per run or group, with a header.
-    Csv,
-    /// GitHub Markdown tables.
-    Markdown,
-    /// A spreadsheet, to the -o file.
-    Xlsx,
-}
+/// Report formats, as `--help` describes them.
+const FORMATS: [(Format, &str); 5] = [
+    (Format::Table, "Aligned columns for people"),
+    (Format::Json, "One JSON object with stable keys"),
+    (Format::Csv, "One CSV row per run or group, with a header"),
+    (Format::Markdown, "GitHub Markdown tables"),
+    (Format::Xlsx, "A spreadsheet, to the -o file"),
+];
 
 /// Percentiles asked for.
 #[derive(Clone, Debug)]
@@ -415,7 +410,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
 
-    let mut overall_json = report::to_json(&overall, &report_opts);
+    let overall_report = Report::of(&overall, &report_opts);
+    let mut overall_json = overall_report.to_value();
     let mut scrapes = Vec::new();
     if let Some(path) = &args.metrics {
         scrapes = server::read(path)?;
@@ -423,20 +419,24 @@ pub fn run(args: &Args) -> Result<Outcome> {
             m.insert("server".into(), server::to_json(&scrapes, args.window));
         }
     }
-    let group_json: Vec<(String, Value)> = groups
+    let group_reports: Vec<(String, Report)> = groups
         .iter()
-        .map(|(k, a)| (k.clone(), report::to_json(a, &report_opts)))
+        .map(|(k, a)| (k.clone(), Report::of(a, &report_opts)))
         .collect();
+    let group_json: Vec<(String, Value)> = group_reports
+        .iter()
+        .map(|(k, r)| (k.clone(), r.to_value()))
+        .collect();
+    let reports = Reports {
+        overall: &overall_report,
+        groups: &group_reports,
+        overall_json: &overall_json,
+        group_json: &group_json,
+    };
     if let Some(path) = &args.plot {
         let mut summary = String::new();
         if plot::is_html(path) {
-            summary = text_report(
-                args,
-                &overall_json,
-                &group_json,
-                &report_opts,
-                Style::Markdown,
-            );
+            summary = text_report(args, &reports, &report_opts, Style::Markdown);
             if let Some(server) = overall_json.get("server") {
                 summary.push_str(&server::to_text(server, true));
             }
@@ -449,7 +449,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             &page(args, summary),
         )?;
     }
-    let mut text = render(args, &overall_json, &group_json, &report_opts);
+    let mut text = render(args, &reports, &report_opts);
     if let (Some(server), Format::Table | Format::Markdown) =
         (overall_json.get("server"), args.format)
     {
@@ -480,7 +480,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 cli::warn(format!(
                     "threshold crossed: {} is {} (--fail-if '{}')",
                     t.path,
-                    report::num(&Value::from(v), 3),
+                    report::number(Some(v), 3),
                     t.text
                 ));
             }
@@ -613,7 +613,17 @@ fn nothing_measured(a: &Aggregate) -> Option<String> {
     ))
 }
 
-fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOptions) -> String {
+/// The run's reports: typed for the text forms, as JSON values for the
+/// JSON and CSV forms (which carry the server section too).
+struct Reports<'a> {
+    overall: &'a Report,
+    groups: &'a [(String, Report)],
+    overall_json: &'a Value,
+    group_json: &'a [(String, Value)],
+}
+
+fn render(args: &Args, reports: &Reports, o: &ReportOptions) -> String {
+    let (overall, groups) = (reports.overall_json, reports.group_json);
     match args.format {
         Format::Json => {
             let value = match &args.by {
@@ -646,8 +656,16 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
                     rows.push(h);
                 }
                 for (name, j) in all {
+                    // A group may lack a section the whole run has (the
+                    // sessions, a turn position): empty cells under the
+                    // run's columns, not a shorter row.
+                    let cells: HashMap<String, String> = report::flatten(j).into_iter().collect();
                     let mut row = vec![name];
-                    row.extend(report::flatten(j).into_iter().map(|(_, v)| v));
+                    row.extend(
+                        first
+                            .iter()
+                            .map(|(k, _)| cells.get(k).cloned().unwrap_or_default()),
+                    );
                     rows.push(row);
                 }
             }
@@ -659,22 +677,16 @@ fn render(args: &Args, overall: &Value, groups: &[(String, Value)], o: &ReportOp
         }
         // Written by sheets::write instead.
         Format::Xlsx => String::new(),
-        Format::Table => text_report(args, overall, groups, o, Style::Plain),
-        Format::Markdown => text_report(args, overall, groups, o, Style::Markdown),
+        Format::Table => text_report(args, reports, o, Style::Plain),
+        Format::Markdown => text_report(args, reports, o, Style::Markdown),
     }
 }
 
 /// The report for people: the whole run, then each `--by` group.
-fn text_report(
-    args: &Args,
-    overall: &Value,
-    groups: &[(String, Value)],
-    o: &ReportOptions,
-    style: Style,
-) -> String {
-    let mut s = report::to_text("trace-summarize", overall, o, style);
+fn text_report(args: &Args, reports: &Reports, o: &ReportOptions, style: Style) -> String {
+    let mut s = report::to_text("trace-summarize", reports.overall, o, style);
     if let Some(field) = &args.by {
-        for (k, j) in groups {
+        for (k, j) in reports.groups {
             s.push('\n');
             s.push_str(&report::to_text(&format!("{field} = {k}"), j, o, style));
         }

@@ -210,7 +210,7 @@ pub struct ServerSeries {
 
 /// A number on an axis, without noise: 10000, 2.5, 0.125.
 pub fn axis_number(v: &f64) -> String {
-    crate::report::num(&serde_json::Value::from(*v), 3)
+    crate::report::number(Some(*v), 3)
 }
 
 /// The label of x = 1/(1 − p) on a percentile axis: p90 at 10, p99 at

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::plot;
 use crate::error::Result;
+use crate::report::{Style, columns};
 use crate::server_metrics::{self, Scrape, figures_json};
 
 /// Every scrape of the file, in order.
@@ -67,59 +68,17 @@ fn num(v: &Value) -> String {
     crate::report::num(v, 3)
 }
 
-/// Columns before `left` are text, aligned left; the rest are numbers.
-fn table(markdown: bool, left: usize, header: &[String], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i < left {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        if markdown {
-            format!("| {} |\n", padded.join(" | "))
-        } else {
-            format!("{}\n", padded.join("  ").trim_end())
-        }
-    };
-    let mut s = line(header);
-    if markdown {
-        let rule: Vec<String> = widths
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                if i < left {
-                    "-".repeat(*w)
-                } else {
-                    format!("{}:", "-".repeat(w.saturating_sub(1)))
-                }
-            })
-            .collect();
-        s.push_str(&format!("| {} |\n", rule.join(" | ")));
-    }
-    for r in rows {
-        s.push_str(&line(r));
-    }
-    s
-}
-
 /// The server section of the table and Markdown reports.
 pub fn to_text(server: &Value, markdown: bool) -> String {
     let Some(m) = server.as_object() else {
         return String::new();
     };
     let scrapes = m.get("scrapes").and_then(Value::as_u64).unwrap_or(0);
+    let style = if markdown {
+        Style::Markdown
+    } else {
+        Style::Plain
+    };
     let mut s = String::from("\n");
     let title = format!("server ({scrapes} scrapes)");
     if markdown {
@@ -156,22 +115,22 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
     }
     let h = |cols: &[&str]| cols.iter().map(|c| c.to_string()).collect::<Vec<_>>();
     if !gauges.is_empty() {
-        s.push_str(&table(
-            markdown,
-            2,
+        s.push_str(&columns(
+            style,
             &h(&["gauge", "metric", "mean", "p99", "max"]),
             &gauges,
+            2,
         ));
     }
     if !counters.is_empty() {
         if !gauges.is_empty() {
             s.push('\n');
         }
-        s.push_str(&table(
-            markdown,
-            2,
+        s.push_str(&columns(
+            style,
             &h(&["counter", "metric", "increase", "per s"]),
             &counters,
+            2,
         ));
     }
     if let Some(series) = m.get("windows").and_then(Value::as_array) {
@@ -207,7 +166,7 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
             })
             .collect();
         s.push('\n');
-        s.push_str(&table(markdown, 0, &header, &rows));
+        s.push_str(&columns(style, &header, &rows, 0));
     }
     s
 }

@@ -11,7 +11,7 @@ pub mod search;
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use serde_json::{Map, Value, json};
 
 use self::search::Plan;
@@ -21,7 +21,8 @@ use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
 use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
 use crate::record::{Record, Speedup};
-use crate::report::{self, ReportOptions, Style};
+pub use crate::report::Format;
+use crate::report::{self, Report, ReportOptions, Style};
 use crate::result::{ResultView, Status};
 use crate::server_metrics::{self, RUN_COLUMNS, RunFigures};
 use crate::xlsx::{Cell, Workbook};
@@ -174,7 +175,7 @@ pub struct Args {
 
     /// How to print the rows: an aligned table, one JSON object, CSV (a
     /// header and one row per run) or Markdown.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
     pub format: Format,
 
     /// Also draw the sweep to FILE (.svg, or .html with the SVG inline):
@@ -185,18 +186,14 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
-/// How the rows are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// One JSON object: the runs and the answer.
-    Json,
-    /// One CSV row per run, with a header.
-    Csv,
-    /// GitHub Markdown.
-    Markdown,
-}
+/// How the rows are printed, as `--help` describes it (no xlsx: --xlsx
+/// FILE writes the spreadsheet beside the printed form).
+const FORMATS: [(Format, &str); 4] = [
+    (Format::Table, "Aligned columns for people"),
+    (Format::Json, "One JSON object: the runs and the answer"),
+    (Format::Csv, "One CSV row per run, with a header"),
+    (Format::Markdown, "GitHub Markdown"),
+];
 
 /// Speeds given with --speeds.
 #[derive(Clone, Debug)]
@@ -334,7 +331,7 @@ pub struct Row {
     pub offered_rps: Option<f64>,
     /// The report of its results (trace-summarize --format json, with the
     /// SLO).
-    pub report: Value,
+    pub report: Report,
     /// Ok and meeting every SLO, over every result.
     pub attainment: Option<f64>,
     /// Errors and timeouts, over every result.
@@ -470,7 +467,7 @@ fn write_xlsx(path: &Path, rows: &[Row], with_server: bool) -> Result<()> {
         book.add_table("sweep", &headers, &cells)?;
     }
     for r in &sorted {
-        let mut figures: Vec<Vec<Cell>> = report::flatten(&r.report)
+        let mut figures: Vec<Vec<Cell>> = report::flatten(&r.report.to_value())
             .into_iter()
             .map(|(k, v)| {
                 let value = match v.parse::<f64>() {
@@ -659,12 +656,12 @@ fn run_one(args: &Args, trace: &Trace, speed: f64) -> Result<(Row, Outcome)> {
         .map(|w| w.misses > w.allowed_misses || w.errors > w.allowed_errors)
         .unwrap_or(false);
     let report = summarize(args, &results)?;
-    let total = report["requests"]["total"].as_f64().unwrap_or(0.0);
-    let failed = report["requests"]["error"].as_f64().unwrap_or(0.0)
-        + report["requests"]["timeout"].as_f64().unwrap_or(0.0);
-    let attainment = report["slo"]["met"]["all"].as_f64();
+    let counts = &report.requests;
+    let total = counts.total as f64;
+    let failed = counts.error as f64 + counts.timeout as f64;
+    let attainment = report.slo.as_ref().and_then(|s| s.met.all);
     let error_rate = (total > 0.0).then(|| failed / total);
-    let ok = report["requests"]["ok"].as_u64().unwrap_or(0);
+    let ok = counts.ok;
     let (passed, note) = match outcome {
         Outcome::Interrupted | Outcome::Signalled(_) => (false, "interrupted".to_string()),
         Outcome::Aborted => (
@@ -738,7 +735,7 @@ fn server_figures(results: &Path) -> RunFigures {
 }
 
 /// A run's results, as trace-summarize reports them with the SLO.
-fn summarize(args: &Args, results: &Path) -> Result<Value> {
+fn summarize(args: &Args, results: &Path) -> Result<Report> {
     let specs = io::input_specs(&[results.display().to_string()])?;
     let conventions = [Convention::Tracekit];
     let fold = FoldOptions {
@@ -753,7 +750,7 @@ fn summarize(args: &Args, results: &Path) -> Result<Value> {
         let view = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
         a.add(&view, &itl, &fold);
     }
-    Ok(report::to_json(
+    Ok(Report::of(
         &a,
         &ReportOptions {
             conventions: &conventions,
@@ -787,6 +784,11 @@ fn slo_text(args: &Args) -> String {
     )
 }
 
+/// Results meeting every SLO per second.
+fn goodput(r: &Report) -> Option<f64> {
+    r.slo.as_ref().and_then(|s| s.goodput_per_s)
+}
+
 /// The columns of a row, with their values: (name, value).
 fn columns(row: &Row) -> Vec<(String, Value)> {
     let r = &row.report;
@@ -794,23 +796,20 @@ fn columns(row: &Row) -> Vec<(String, Value)> {
         ("speed".into(), json!(row.speed)),
         ("requests".into(), json!(row.requests)),
         ("offered_rps".into(), json!(row.offered_rps)),
-        (
-            "achieved_rps".into(),
-            r["throughput"]["requests_per_s"].clone(),
-        ),
+        ("achieved_rps".into(), json!(r.throughput.requests_per_s)),
         (
             "output_tokens_per_s".into(),
-            r["throughput"]["output_tokens_per_s"].clone(),
+            json!(r.throughput.output_tokens_per_s),
         ),
-        ("ok".into(), r["requests"]["ok"].clone()),
+        ("ok".into(), json!(r.requests.ok)),
         ("attainment".into(), json!(row.attainment)),
-        ("goodput_per_s".into(), r["slo"]["goodput_per_s"].clone()),
+        ("goodput_per_s".into(), json!(goodput(r))),
         ("error_rate".into(), json!(row.error_rate)),
     ];
-    for metric in ["ttft", "tpot", "e2e"] {
+    for (metric, stats) in [("ttft", &r.ttft), ("tpot", &r.tpot), ("e2e", &r.e2e)] {
         for p in PERCENTILES {
             let key = report::percentile_key(p);
-            c.push((format!("{metric}_{key}_ms"), r[metric][&key].clone()));
+            c.push((format!("{metric}_{key}_ms"), json!(stats.percentile(p))));
         }
     }
     c.push((
@@ -862,7 +861,7 @@ fn server_table(style: Style, rows: &[&Row]) -> String {
     .map(|s| s.to_string())
     .collect();
     let count =
-        |x: Option<f64>, decimals| x.map_or("-".into(), |x| report::num(&json!(x), decimals));
+        |x: Option<f64>, decimals| x.map_or("-".into(), |x| report::number(Some(x), decimals));
     let share = |x: Option<f64>| x.map_or("-".into(), percent);
     let table_rows: Vec<Vec<String>> = rows
         .iter()
@@ -909,8 +908,8 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                 "max_error_rate": args.max_error_rate,
                 "runs": runs,
                 "max_speed": answer,
-                "max_speed_requests_per_s": best.map(|b| b.report["throughput"]["requests_per_s"].clone()),
-                "max_speed_output_tokens_per_s": best.map(|b| b.report["throughput"]["output_tokens_per_s"].clone()),
+                "max_speed_requests_per_s": best.map(|b| b.report.throughput.requests_per_s),
+                "max_speed_output_tokens_per_s": best.map(|b| b.report.throughput.output_tokens_per_s),
             });
             let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
             text.push('\n');
@@ -935,12 +934,10 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
             }
             String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
         }
+        // Not a --format of trace-sweep (see FORMATS).
+        Format::Xlsx => String::new(),
         Format::Table | Format::Markdown => {
-            let style = if args.format == Format::Markdown {
-                Style::Markdown
-            } else {
-                Style::Plain
-            };
+            let style = args.format.style();
             let header: Vec<String> = [
                 "speed",
                 "offered/s",
@@ -966,17 +963,17 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                     vec![
                         format!("{}×", speed_label(r.speed)),
                         r.offered_rps
-                            .map_or("-".into(), |v| report::num(&json!(v), 2)),
-                        report::num(&j["throughput"]["requests_per_s"], 2),
-                        report::num(&j["throughput"]["output_tokens_per_s"], 1),
+                            .map_or("-".into(), |v| report::number(Some(v), 2)),
+                        report::number(j.throughput.requests_per_s, 2),
+                        report::number(j.throughput.output_tokens_per_s, 1),
                         r.attainment.map_or("-".into(), percent),
-                        report::num(&j["slo"]["goodput_per_s"], 2),
+                        report::number(goodput(j), 2),
                         r.error_rate.map_or("-".into(), percent),
-                        report::num(&j["ttft"]["p50"], 1),
-                        report::num(&j["ttft"]["p99"], 1),
-                        report::num(&j["tpot"]["p50"], 1),
-                        report::num(&j["tpot"]["p99"], 1),
-                        report::num(&j["e2e"]["p99"], 1),
+                        report::number(j.ttft.percentile(50.0), 1),
+                        report::number(j.ttft.percentile(99.0), 1),
+                        report::number(j.tpot.percentile(50.0), 1),
+                        report::number(j.tpot.percentile(99.0), 1),
+                        report::number(j.e2e.percentile(99.0), 1),
                         if r.passed { "met" } else { "missed" }.to_string(),
                     ]
                 })
@@ -995,9 +992,9 @@ fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                 Some(b) => format!(
                     "max speed: {}× met the SLO: {} requests/s offered, {} ok/s, {} output tokens/s\n",
                     speed_label(b.speed),
-                    b.offered_rps.map_or("-".into(), |v| report::num(&json!(v), 2)),
-                    report::num(&b.report["throughput"]["requests_per_s"], 2),
-                    report::num(&b.report["throughput"]["output_tokens_per_s"], 1),
+                    b.offered_rps.map_or("-".into(), |v| report::number(Some(v), 2)),
+                    report::number(b.report.throughput.requests_per_s, 2),
+                    report::number(b.report.throughput.output_tokens_per_s, 1),
                 ),
                 None => "max speed: none (no run met the SLO)\n".to_string(),
             });
@@ -1023,13 +1020,30 @@ mod tests {
             file: format!("d/speed-{speed}.ndjson"),
             requests: 10,
             offered_rps: Some(10.0 * speed),
-            report: json!({"throughput": {"requests_per_s": 10.0}, "requests": {"ok": 10}}),
+            report: report(),
             attainment: Some(1.0),
             error_rate: Some(0.0),
             passed: true,
             note: "passed".into(),
             server,
         }
+    }
+
+    fn report() -> Report {
+        let conventions = [Convention::Tracekit];
+        let mut r = Report::of(
+            &Aggregate::default(),
+            &ReportOptions {
+                conventions: &conventions,
+                percentiles: &PERCENTILES,
+                slo: &Slo::default(),
+                from_scheduled: false,
+                window_ms: None,
+            },
+        );
+        r.throughput.requests_per_s = Some(10.0);
+        r.requests.ok = 10;
+        r
     }
 
     fn busy() -> RunFigures {

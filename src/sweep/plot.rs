@@ -10,6 +10,12 @@ use plotters::prelude::*;
 use super::{Args, Row, speed_label};
 use crate::error::{Error, Result};
 use crate::metrics::SloMetric;
+use crate::report::{Report, Stats};
+
+/// A figure of a run's report.
+type Figure = fn(&Report) -> Option<f64>;
+/// A latency distribution of a run's report.
+type Latency = fn(&Report) -> &Stats;
 
 const WIDTH: u32 = 1000;
 const PANEL_HEIGHT: u32 = 300;
@@ -126,8 +132,8 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .iter()
             .flat_map(|r| {
                 [
-                    r.report["throughput"]["requests_per_s"].as_f64(),
-                    r.report["slo"]["goodput_per_s"].as_f64(),
+                    r.report.throughput.requests_per_s,
+                    r.report.slo.as_ref().and_then(|s| s.goodput_per_s),
                 ]
             })
             .flatten()
@@ -151,17 +157,18 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .y_label_formatter(&|v| short(*v))
             .draw()
             .map_err(plot_error)?;
-        for (key, name, color) in [
-            (["throughput", "requests_per_s"], "ok requests/s", GREEN),
-            (["slo", "goodput_per_s"], "goodput/s", ORANGE),
-        ] {
+        let figures: [(Figure, &str, RGBColor); 2] = [
+            (|r| r.throughput.requests_per_s, "ok requests/s", GREEN),
+            (
+                |r| r.slo.as_ref().and_then(|s| s.goodput_per_s),
+                "goodput/s",
+                ORANGE,
+            ),
+        ];
+        for (figure, name, color) in figures {
             let points: Vec<(f64, f64)> = rows
                 .iter()
-                .filter_map(|r| {
-                    r.report[key[0]][key[1]]
-                        .as_f64()
-                        .map(|v| (x_of(r, by_rate), v))
-                })
+                .filter_map(|r| figure(&r.report).map(|v| (x_of(r, by_rate), v)))
                 .collect();
             line(&mut chart, points, name, color, 3)?;
         }
@@ -171,16 +178,16 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 
     // 3. Latency percentiles, with the SLO bounds.
     {
-        let series: [(&str, &str, &str, RGBColor); 4] = [
-            ("ttft", "p50", "TTFT p50", BLUE),
-            ("ttft", "p99", "TTFT p99", PURPLE),
-            ("tpot", "p99", "TPOT p99", GREEN),
-            ("e2e", "p99", "E2E p99", ORANGE),
+        let series: [(Latency, f64, &str, RGBColor); 4] = [
+            (|r| &r.ttft, 50.0, "TTFT p50", BLUE),
+            (|r| &r.ttft, 99.0, "TTFT p99", PURPLE),
+            (|r| &r.tpot, 99.0, "TPOT p99", GREEN),
+            (|r| &r.e2e, 99.0, "E2E p99", ORANGE),
         ];
         let values = rows.iter().flat_map(|r| {
             series
                 .iter()
-                .filter_map(|(m, p, _, _)| r.report[*m][*p].as_f64())
+                .filter_map(|(m, p, _, _)| m(&r.report).percentile(*p))
         });
         let bounds = args.slo.bounds.iter().map(|(_, b)| *b);
         let (lo, hi) = values
@@ -216,8 +223,8 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             let points: Vec<(f64, f64)> = rows
                 .iter()
                 .filter_map(|r| {
-                    r.report[metric][p]
-                        .as_f64()
+                    metric(&r.report)
+                        .percentile(p)
                         .filter(|v| *v > 0.0)
                         .map(|v| (x_of(r, by_rate), v))
                 })
@@ -333,7 +340,7 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 
 /// An axis number without noise: 10, not 10.0; 2.5, not 2.50.
 fn short(v: f64) -> String {
-    crate::report::num(&serde_json::Value::from(v), 2)
+    crate::report::number(Some(v), 2)
 }
 
 /// A series as a line with a dot at each point, named in the legend.

@@ -840,3 +840,46 @@ fn a_plot_name_for_a_format_that_is_not_drawn_is_refused() {
         assert!(!dir.join(name).exists());
     }
 }
+
+/// `--by` groups of different shapes under one CSV header: model `a` has a
+/// session (s1, turn 1: 100 prompt tokens, 20 cached), model `b` none, so
+/// the run and group `a` have the `sessions.*` columns and group `b` leaves
+/// them empty (it used to stop on a row shorter than the header).
+#[test]
+fn csv_groups_without_sessions_leave_those_cells_empty() {
+    let dir = TestDir::new("summarize-csv-shapes");
+    let line = |model: &str, session: Option<&str>, sent: f64| {
+        let mut r = serde_json::json!({"index": 0, "model": model,
+            "scheduled_ms": sent, "sent_ms": sent, "start_time": "2026-11-24T00:00:00Z",
+            "ttft_ms": 10.0, "e2e_ms": 20.0, "itl_ms": [], "prompt_tokens": 100,
+            "completion_tokens": 1, "cached_tokens": 20, "status": "ok"});
+        if let Some(s) = session {
+            r["session_id"] = s.into();
+            r["turn"] = 1.into();
+        }
+        format!("{r}\n")
+    };
+    dir.write(
+        "r.ndjson",
+        [line("a", Some("s1"), 0.0), line("b", None, 10.0)].concat(),
+    );
+    let run = dir
+        .cmd("trace-summarize")
+        .args(["--format", "csv", "--by", "model", "r.ndjson"])
+        .run();
+    run.ok();
+    let text = run.stdout_str();
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = rows.records().map(Result::unwrap).collect();
+    let cells =
+        |name: &str| -> Vec<String> { rows.iter().map(|r| r[at(name)].to_string()).collect() };
+    assert_eq!(cells("group"), ["all", "a", "b"]);
+    assert_eq!(cells("sessions.count"), ["1", "1", ""]);
+    assert_eq!(
+        cells("sessions.cache_hit_rate_by_turn.1"),
+        ["0.2", "0.2", ""]
+    );
+    assert_eq!(cells("requests.ok"), ["2", "1", "1"]);
+}
