@@ -16,7 +16,7 @@
 //! (`crate::engine::answer`), the `hash_ids` reader
 //! (`crate::record::integer_array`) and, through the free functions
 //! [`ws`], [`string`], [`value`] and [`decimal`], the result reader.
-//! The tests' [`differential`] harness holds each of them against serde.
+//! The tests' `differential` harness holds each of them against serde.
 
 use std::marker::PhantomData;
 
