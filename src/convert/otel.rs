@@ -1176,7 +1176,7 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
     // Room for every call at once: the list of requests would otherwise
     // double its capacity as they come, copying itself each time (with
     // the held blocks not yet freed, the input's peak of memory).
-    ctx.requests.reserve(calls.iter().map(Vec::len).sum());
+    ctx.reserve(calls.iter().map(Vec::len).sum());
     let mut seen: HashSet<u128> = HashSet::new();
     // Block by block: each is freed as its calls are handed on.
     for block in calls {
