@@ -23,7 +23,7 @@
 //! OTLP JSON lines are read by [`otlp`] without a tree of the document.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -88,6 +88,11 @@ struct Tally {
     wrappers: u64,
     duplicates: u64,
     no_output: u64,
+    /// Media parts (images, audio…) of prompts, which have no text to
+    /// hash or send: how many, in how many calls, of which kinds.
+    media_parts: u64,
+    media_calls: u64,
+    media_kinds: BTreeMap<String, u64>,
 }
 
 /// A model call read, before wrappers and duplicates are left out: the
@@ -1079,7 +1084,7 @@ fn call<O: Fields>(
         }
     }
     let session = first_string(attrs, SESSION)?;
-    let prompt = prompt(attrs).map(Box::new);
+    let prompt = prompt(attrs, &mut st.tally).map(Box::new);
     let response_id = first_string(attrs, RESPONSE_ID)?;
     let dup_key = start.map(|s| {
         dup_key(
@@ -1308,8 +1313,25 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
             plural(tally.duplicates)
         ));
     }
+    let media = if tally.media_parts > 0 {
+        let kinds: Vec<String> = tally
+            .media_kinds
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        format!(
+            "; {} media part{} ({}) left out of the prompts of {} call{}: only text is hashed or sent",
+            tally.media_parts,
+            plural(tally.media_parts),
+            kinds.join(", "),
+            tally.media_calls,
+            plural(tally.media_calls)
+        )
+    } else {
+        String::new()
+    };
     crate::cli::note(format!(
-        "{source}: {} span{} read, {} model call{}{}",
+        "{source}: {} span{} read, {} model call{}{}{media}",
         tally.spans,
         plural(tally.spans),
         tally.calls,
@@ -1333,7 +1355,7 @@ fn covers(outer: (i64, Option<i64>), inner: (i64, Option<i64>)) -> bool {
 }
 
 /// The prompt, where the span carries it, as OpenAI chat messages.
-fn prompt(attrs: &Attrs) -> Option<Prompt> {
+fn prompt(attrs: &Attrs, tally: &mut Tally) -> Option<Prompt> {
     let mut messages: Vec<Value> = Vec::new();
     if let Some(sys) = json_attr(attrs, "gen_ai.system_instructions") {
         let text = match &sys {
@@ -1349,8 +1371,13 @@ fn prompt(attrs: &Attrs) -> Option<Prompt> {
         .or_else(|| json_attr(attrs, "ai.prompt.messages"))
         .or_else(|| json_attr(attrs, "input.value").and_then(|v| v.get("messages").cloned()));
     if let Some(Value::Array(list)) = listed {
+        let media = tally.media_parts;
         for m in &list {
+            count_media(m, tally);
             openai_messages(m, &mut messages);
+        }
+        if tally.media_parts > media {
+            tally.media_calls += 1;
         }
     } else {
         for (prefix, role, content) in INDEXED_PROMPT {
@@ -1380,6 +1407,49 @@ fn prompt(attrs: &Attrs) -> Option<Prompt> {
         text: None,
         tools,
     })
+}
+
+/// Part types that carry media (OTel GenAI `blob`, `uri`, `file`; the
+/// Vercel SDK's and OpenAI's image and audio parts): [`openai_messages`]
+/// leaves them out, as the prompt's text is what is hashed or sent.
+const MEDIA_PARTS: &[&str] = &[
+    "blob",
+    "uri",
+    "file",
+    "image",
+    "image_url",
+    "input_audio",
+    "audio",
+];
+
+/// Count the media parts of a message, by kind (its modality, else its
+/// MIME type's, else its type).
+fn count_media(m: &Value, tally: &mut Tally) {
+    let Some(Value::Array(parts)) = m.get("parts").or_else(|| m.get("content")) else {
+        return;
+    };
+    for p in parts {
+        let Some(kind) = p.get("type").and_then(Value::as_str) else {
+            continue;
+        };
+        if !MEDIA_PARTS.contains(&kind) {
+            continue;
+        }
+        let modality = p.get("modality").and_then(Value::as_str).or_else(|| {
+            p.get("mime_type")
+                .or_else(|| p.get("mimeType"))
+                .and_then(Value::as_str)
+                .and_then(|t| t.split('/').next())
+        });
+        let kind = match (kind, modality) {
+            (_, Some(m)) if !m.is_empty() => m,
+            ("image_url", _) => "image",
+            ("input_audio", _) => "audio",
+            (kind, _) => kind,
+        };
+        tally.media_parts += 1;
+        *tally.media_kinds.entry(kind.to_string()).or_insert(0) += 1;
+    }
 }
 
 /// An attribute that holds JSON, as JSON text or as a value.
