@@ -62,6 +62,8 @@ PY
 fi
 
 echo "input: $(du -m "$SPANS" | cut -f1) MB, $N spans"
+# CPU seconds, not wall time, are the figure: the machine may be shared.
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/time -v "$BIN/trace-convert" --from otel "$SPANS" -o "$WORK/out.jsonl" 2> "$WORK/time.txt"
 grep -E "note:|Elapsed|User time|System time|Maximum resident" "$WORK/time.txt"
 out=$(stat -c %s "$WORK/out.jsonl")

@@ -13,10 +13,23 @@ use crate::time::{self, DateTime};
 /// A source object: a JSON object, or a CSV row with its header's names.
 pub type Object = Map<String, Value>;
 
+/// What the typed reads read from: an [`Object`], or a reader's own list
+/// of fields.
+pub trait Fields {
+    /// The value of `field`, if the object has it.
+    fn field(&self, field: &str) -> Option<&Value>;
+}
+
+impl Fields for Object {
+    fn field(&self, field: &str) -> Option<&Value> {
+        self.get(field)
+    }
+}
+
 /// The value of `field`, treating `null`, `""` and Python's `"None"` as
 /// absent.
-pub fn present<'a>(obj: &'a Object, field: &str) -> Option<&'a Value> {
-    match obj.get(field) {
+pub fn present<'a, O: Fields + ?Sized>(obj: &'a O, field: &str) -> Option<&'a Value> {
+    match obj.field(field) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() || s == "None" => None,
         Some(v) => Some(v),
@@ -28,7 +41,7 @@ fn show(v: &Value) -> String {
 }
 
 /// A string field (numbers are taken as their text).
-pub fn string(obj: &Object, field: &str) -> Result<Option<String>, FieldError> {
+pub fn string<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<String>, FieldError> {
     match present(obj, field) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -42,7 +55,7 @@ pub fn string(obj: &Object, field: &str) -> Result<Option<String>, FieldError> {
 
 /// A token count: an integer from 0 to [`crate::record::MAX_TOKENS`], as
 /// a number or as text.
-pub fn count(obj: &Object, field: &str) -> Result<Option<u64>, FieldError> {
+pub fn count<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<u64>, FieldError> {
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };
@@ -83,7 +96,7 @@ pub fn count(obj: &Object, field: &str) -> Result<Option<u64>, FieldError> {
 }
 
 /// A finite number, as a number or as text.
-pub fn number(obj: &Object, field: &str) -> Result<Option<f64>, FieldError> {
+pub fn number<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<f64>, FieldError> {
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };
@@ -102,7 +115,7 @@ pub fn number(obj: &Object, field: &str) -> Result<Option<f64>, FieldError> {
 }
 
 /// A boolean, as JSON or as Python's text (`"True"`, `"False"`).
-pub fn flag(obj: &Object, field: &str) -> Result<Option<bool>, FieldError> {
+pub fn flag<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<bool>, FieldError> {
     match present(obj, field) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -118,7 +131,10 @@ pub fn flag(obj: &Object, field: &str) -> Result<Option<bool>, FieldError> {
 /// A point in time: epoch seconds (a number, or numeric text) or a
 /// date-time string. Returns the time and the text of a naive date-time,
 /// for the caller's one warning.
-pub fn instant(obj: &Object, field: &str) -> Result<Option<(i64, Option<String>)>, FieldError> {
+pub fn instant<O: Fields + ?Sized>(
+    obj: &O,
+    field: &str,
+) -> Result<Option<(i64, Option<String>)>, FieldError> {
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };

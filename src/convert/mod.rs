@@ -19,6 +19,7 @@ pub mod container;
 pub mod fields;
 pub mod graph;
 pub mod hashing;
+mod held;
 pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
@@ -41,7 +42,7 @@ use crate::record::{self, Record};
 use crate::text::plural;
 use crate::tokenizer;
 
-use hashing::{Hasher, Renumber};
+use hashing::Hasher;
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, unreadable input, an
@@ -435,7 +436,10 @@ impl Request {
 /// What the readers share: the requests so far, the skip policy, warnings
 /// given once, and the content hasher.
 pub struct Ctx {
-    requests: Vec<Request>,
+    /// The requests kept so far (see [`held`]).
+    kept: held::Kept,
+    /// Requests back from the hashing workers, to be kept.
+    hashed: Vec<Request>,
     /// Requests waiting for their prompts to be hashed.
     pending: Vec<Request>,
     skipper: Skipper,
@@ -459,7 +463,8 @@ pub struct Ctx {
 impl Ctx {
     fn new(args: &Args) -> Ctx {
         Ctx {
-            requests: Vec::new(),
+            kept: held::Kept::new(args),
+            hashed: Vec::new(),
             pending: Vec::new(),
             skipper: Skipper::new(&args.skip_invalid),
             read: 0,
@@ -489,7 +494,7 @@ impl Ctx {
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
         if self.keep_messages || (req.prompt.is_none() && queue_empty) {
-            self.requests.push(req);
+            self.kept.push(req);
             return Ok(());
         }
         // Requests without a prompt queue too, so that the order of reading
@@ -554,16 +559,31 @@ impl Ctx {
         }
         let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(HASH_BATCH));
         let workers = self.hashers.as_mut().expect("started above");
-        workers.submit(batch, &mut self.requests)
+        workers.submit(batch, &mut self.hashed)?;
+        self.keep_hashed();
+        Ok(())
+    }
+
+    fn keep_hashed(&mut self) {
+        for req in self.hashed.drain(..) {
+            self.kept.push(req);
+        }
+    }
+
+    /// Room for `n` more requests (a reader that knows how many it hands
+    /// on).
+    pub fn reserve(&mut self, n: usize) {
+        self.kept.reserve(n);
     }
 
     /// Hash what is queued and wait for every batch.
     fn finish_hashing(&mut self) -> Result<()> {
         self.hash_pending()?;
-        match &mut self.hashers {
-            Some(workers) => workers.finish(&mut self.requests),
-            None => Ok(()),
+        if let Some(workers) = &mut self.hashers {
+            workers.finish(&mut self.hashed)?;
+            self.keep_hashed();
         }
+        Ok(())
     }
 
     /// A record that cannot be converted: stop, or skip and count it.
@@ -684,15 +704,9 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
         finish(&mut ctx, args.rate)?;
     }
     ctx.finish_hashing()?;
-    let mut requests = std::mem::take(&mut ctx.requests);
-    for r in &mut requests {
-        if r.session.is_none() {
-            if let Some(s) = r.trace_id.as_ref().and_then(|t| ctx.trace_sessions.get(t)) {
-                r.session = Some(s.clone());
-            }
-        }
-    }
-    let summary = write(args, requests, &mut out)?;
+    let mut kept = std::mem::replace(&mut ctx.kept, held::Kept::new(args));
+    kept.sessions_of_traces(&ctx.trace_sessions);
+    let summary = held::write(args, kept, &mut out)?;
     out.finish()?;
     ctx.skipper.finish();
     summary.print(ctx.read, ctx.skipper.skipped());
@@ -846,19 +860,18 @@ impl Summary {
     }
 }
 
-/// Sort by start time, ties in the order read, in place: a stable sort of
-/// the requests themselves takes scratch room for half of them (a request
-/// is a few hundred bytes; a million calls held 190 MB more for it). The
-/// order is found on (start, position) pairs, then each cycle of the
-/// permutation is followed with swaps.
-fn sort_by_start(kept: &mut [Request]) {
-    if kept.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
+/// Sort by start time, ties in the order read, in place: a stable sort
+/// takes scratch room for half of what it sorts. The order is found on
+/// (start, position) pairs, then each cycle of the permutation is followed
+/// with swaps.
+fn sort_by_start<T>(kept: &mut [T], start: impl Fn(&T) -> i64) {
+    if kept.windows(2).all(|w| start(&w[0]) <= start(&w[1])) {
         return;
     }
     let mut keys: Vec<(i64, usize)> = kept
         .iter()
         .enumerate()
-        .map(|(i, r)| (r.start_ns, i))
+        .map(|(i, r)| (start(r), i))
         .collect();
     keys.sort_unstable();
     // Position k takes the request now at order[k].
@@ -875,261 +888,8 @@ fn sort_by_start(kept: &mut [Request]) {
     }
 }
 
-/// Drop, sort, rebase, find sessions and write the records.
-fn write(args: &Args, mut kept: Vec<Request>, out: &mut Output) -> Result<Summary> {
-    let mut summary = Summary::default();
-    // In place: a second vector would double the peak memory.
-    kept.retain_mut(|req| {
-        let reason = match req.fate {
-            Fate::Failed if !args.keep_failed => Some("failed"),
-            Fate::CacheHit if !args.keep_cache_hits => Some("cache hit"),
-            Fate::NotGeneration => Some("not model calls"),
-            Fate::Unreplayable => Some("with messages no server takes"),
-            Fate::Ok if req.output_length == 0 && req.passthrough.is_none() => {
-                if args.keep_failed {
-                    if !req.embedding {
-                        req.fate = Fate::Failed;
-                    }
-                    None
-                } else {
-                    Some(req.no_output.unwrap_or("with no output tokens"))
-                }
-            }
-            _ => None,
-        };
-        match reason {
-            Some(why) => {
-                *summary.dropped.entry(why).or_insert(0) += 1;
-                false
-            }
-            None => true,
-        }
-    });
-    sort_by_start(&mut kept);
-
-    if !args.no_graph {
-        for r in kept.iter_mut().filter(|r| r.group.is_none()) {
-            r.group = r.session.clone().or_else(|| r.trace_id.clone());
-        }
-    }
-    // The calls of one dependency group form one session: `delay` (for
-    // readers of the trace that do not follow `after`) is within it.
-    let mut group_sizes: HashMap<&str, u32> = HashMap::new();
-    for r in kept.iter().filter(|r| r.id.is_some() && r.end_ns.is_some()) {
-        if let Some(g) = &r.group {
-            *group_sizes.entry(g.as_str()).or_insert(0) += 1;
-        }
-    }
-    let grouped: Vec<Option<String>> = kept
-        .iter()
-        .map(|r| {
-            r.group
-                .as_deref()
-                .filter(|g| group_sizes.get(g).is_some_and(|&n| n > 1))
-                .map(str::to_string)
-        })
-        .collect();
-    drop(group_sizes);
-    for (r, g) in kept.iter_mut().zip(grouped) {
-        if g.is_some() {
-            r.session = g;
-        }
-    }
-
-    let mut counts: HashMap<&str, u32> = HashMap::new();
-    for r in &kept {
-        if let Some(s) = &r.session {
-            *counts.entry(s.as_str()).or_insert(0) += 1;
-        }
-    }
-    let is_session: Vec<bool> = kept
-        .iter()
-        .map(|r| r.session.as_deref().is_some_and(|s| counts[s] > 1))
-        .collect();
-    summary.sessions = counts.values().filter(|&&n| n > 1).count() as u64;
-    drop(counts);
-
-    let origin = if args.absolute {
-        0
-    } else {
-        kept.first().map_or(0, |r| r.start_ns)
-    };
-    if let (Some(first), Some(last)) = (kept.first(), kept.last()) {
-        summary.span_ms = ns_to_ms(last.start_ns - first.start_ns);
-    }
-    let deps = dependencies(&kept);
-    let mut last_end: HashMap<String, Option<i64>> = HashMap::new();
-    let mut renumber = Renumber::default();
-    let mut buf = Vec::with_capacity(4096);
-    for ((req, session), dep) in kept.into_iter().zip(is_session).zip(deps) {
-        if let Some((after, delay)) = dep {
-            if session {
-                last_end.insert(req.session.clone().expect("sessions have ids"), req.end_ns);
-            }
-            let mut rec = build(args, req, session, None, origin, &mut renumber);
-            rec.set("after", &after);
-            rec.set_ms("delay", delay);
-            buf.clear();
-            rec.write_json(&mut buf);
-            out.write_line(&buf)?;
-            summary.written += 1;
-            continue;
-        }
-        let delay = if session {
-            let name = req.session.clone().expect("sessions have ids");
-            let prev = last_end.insert(name, req.end_ns);
-            match prev {
-                Some(Some(end)) => Some(ns_to_ms((req.start_ns - end).max(0))),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        let rec = build(args, req, session, delay, origin, &mut renumber);
-        buf.clear();
-        rec.write_json(&mut buf);
-        out.write_line(&buf)?;
-        summary.written += 1;
-    }
-    Ok(summary)
-}
-
-/// `after` ids and `delay` (ms) of the requests that have a dependency
-/// group, from [`graph::derive`].
-fn dependencies(kept: &[Request]) -> Vec<Option<(Vec<String>, f64)>> {
-    let mut index = Vec::new();
-    let mut nodes = Vec::new();
-    for (i, r) in kept.iter().enumerate() {
-        if let (Some(group), Some(_), Some(end)) = (&r.group, &r.id, r.end_ns) {
-            index.push(i);
-            nodes.push(graph::Node {
-                group,
-                start_ns: r.start_ns,
-                end_ns: end,
-            });
-        }
-    }
-    let mut out = vec![None; kept.len()];
-    for (k, d) in graph::derive(&nodes).into_iter().enumerate() {
-        if let Some(d) = d {
-            let after = d
-                .after
-                .iter()
-                .map(|&j| kept[index[j]].id.clone().expect("nodes have ids"))
-                .collect();
-            out[index[k]] = Some((after, ns_to_ms(d.gap_ns.max(0))));
-        }
-    }
-    out
-}
-
 fn ns_to_ms(ns: i64) -> f64 {
     ns as f64 / 1e6
-}
-
-fn build(
-    args: &Args,
-    req: Request,
-    session: bool,
-    delay: Option<f64>,
-    origin: i64,
-    renumber: &mut Renumber,
-) -> Record<'static> {
-    let timestamp = ns_to_ms(req.start_ns - origin);
-    if let Some(mut rec) = req.passthrough {
-        // A later turn without a timestamp is timed by its `delay`.
-        if rec.contains("timestamp") {
-            rec.set_ms("timestamp", timestamp);
-        }
-        return rec;
-    }
-    let mut rec = Record::new();
-    rec.set_ms("timestamp", timestamp);
-    let messages = if args.keep_messages {
-        req.prompt.as_ref().and_then(|p| {
-            p.messages
-                .clone()
-                .map(|m| (m, p.tools.clone()))
-                .or_else(|| {
-                    p.text.as_ref().map(|t| {
-                        (
-                            serde_json::json!([{"role": "user", "content": t}]),
-                            p.tools.clone(),
-                        )
-                    })
-                })
-        })
-    } else {
-        None
-    };
-    if messages.is_none() {
-        rec.set("input_length", &req.input_length.unwrap_or(0));
-    }
-    let output_length = match req.fate {
-        Fate::Ok => req.output_length.max(1),
-        _ if req.output_length > 0 => req.output_length,
-        _ => req.max_tokens.filter(|&n| n > 0).unwrap_or(1),
-    };
-    rec.set("output_length", &output_length);
-    if messages.is_none() {
-        if let Some(hashes) = &req.hashes {
-            let ids: Vec<u64> = hashes.iter().map(|&h| renumber.id(h)).collect();
-            rec.set("hash_ids", &ids);
-        }
-    }
-    if session {
-        rec.set("session_id", req.session.as_deref().expect("session"));
-        if let Some(d) = delay {
-            rec.set_ms("delay", d);
-        }
-    }
-    if let Some(model) = &req.model {
-        rec.set("model", model);
-    }
-    let has_messages = messages.is_some();
-    if let Some((m, tools)) = messages {
-        rec.set("messages", &m);
-        if let Some(t) = tools {
-            rec.set("tools", &t);
-        }
-    }
-    if let Some(id) = &req.id {
-        rec.set("id", id);
-    }
-    let o = &req.observed;
-    let status = match req.fate {
-        Fate::Ok => "ok",
-        Fate::Failed => "error",
-        Fate::CacheHit => "cache_hit",
-        Fate::NotGeneration | Fate::Unreplayable => unreachable!("always dropped"),
-    };
-    let prompt_tokens = o
-        .prompt_tokens
-        .or(if has_messages { req.input_length } else { None });
-    let mut obs = serde_json::Map::new();
-    if let Some(n) = prompt_tokens {
-        obs.insert("prompt_tokens".into(), n.into());
-    }
-    if let Some(n) = o.completion_tokens {
-        obs.insert("completion_tokens".into(), n.into());
-    }
-    if let Some(ms) = o.ttft_ms {
-        obs.insert("ttft_ms".into(), ms_value(ms));
-    }
-    if let Some(ms) = o.e2e_ms {
-        obs.insert("e2e_ms".into(), ms_value(ms));
-    }
-    if let Some(n) = o.cached_tokens {
-        obs.insert("cached_tokens".into(), n.into());
-    }
-    if !o.counted.is_empty() {
-        obs.insert("counted".into(), o.counted.clone().into());
-    }
-    if !obs.is_empty() || req.fate != Fate::Ok {
-        obs.insert("status".into(), status.into());
-        rec.set("observed", &obs);
-    }
-    rec
 }
 
 /// The figures a request would write stay within the record's limits
@@ -1166,9 +926,22 @@ fn within_limits(req: &Request) -> std::result::Result<(), crate::error::FieldEr
 }
 
 /// Milliseconds as a JSON number, rounded to the microsecond like
-/// [`crate::text::format_ms`].
+/// [`crate::text::format_ms`]: the number its text reads as, without the
+/// text (an integer where it writes one; else the rounded double, which is
+/// what its shortest text reads back as).
 fn ms_value(ms: f64) -> Value {
-    serde_json::from_str(&crate::text::format_ms(ms)).expect("a number")
+    let rounded = (ms * 1000.0).round() / 1000.0;
+    if rounded == 0.0 {
+        return Value::from(0u64);
+    }
+    if rounded.fract() == 0.0 && rounded.abs() < 9.0e15 {
+        return Value::from(rounded as i64);
+    }
+    match serde_json::Number::from_f64(rounded) {
+        Some(n) => Value::Number(n),
+        // Not finite: what the text would read as (the limits keep these out).
+        None => serde_json::from_str(&crate::text::format_ms(ms)).unwrap_or(Value::Null),
+    }
 }
 
 #[cfg(test)]
@@ -1189,7 +962,7 @@ mod tests {
                 r
             })
             .collect();
-        sort_by_start(&mut kept);
+        sort_by_start(&mut kept, |r| r.start_ns);
         let ids: Vec<&str> = kept.iter().map(|r| r.id.as_deref().unwrap()).collect();
         assert_eq!(ids, ["4", "1", "3", "2", "0", "5"]);
     }

@@ -22,14 +22,15 @@
 //! attribute map), in blocks that are freed as the calls are handed on.
 //! OTLP JSON lines are read by [`otlp`] without a tree of the document.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::chat::{openai_messages, output_text, parts_text};
-use super::fields::{Object, count, instant, number, present, string};
+use super::fields::{Fields, Object, count, instant, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request};
 use crate::error::{Error, FieldError, Location, Result, quote_value};
 use crate::text::plural;
@@ -87,6 +88,11 @@ struct Tally {
     wrappers: u64,
     duplicates: u64,
     no_output: u64,
+    /// Media parts (images, audio…) of prompts, which have no text to
+    /// hash or send: how many, in how many calls, of which kinds.
+    media_parts: u64,
+    media_calls: u64,
+    media_kinds: BTreeMap<String, u64>,
 }
 
 /// A model call read, before wrappers and duplicates are left out: the
@@ -106,13 +112,13 @@ struct Call {
     cached: Option<u64>,
     ttft_ms: Option<f64>,
     failed: bool,
-    model: Option<Box<str>>,
-    session: Option<Box<str>>,
-    id: Option<Box<str>>,
+    model: Text,
+    session: Text,
+    id: Text,
     /// The trace, only where the request needs it (see [`call`]).
-    trace: Option<Box<str>>,
+    trace: Text,
     prompt: Option<Box<Prompt>>,
-    output_text: Option<Box<str>>,
+    output_text: Text,
     /// Its span id and its parent's, as [`id_key`]s (0: none).
     span: u128,
     parent: u128,
@@ -121,11 +127,87 @@ struct Call {
     dup_key: u128,
 }
 
+/// A text of a call, in its input's [`Texts`] (`len` NONE: none).
+#[derive(Clone, Copy)]
+struct Text {
+    at: usize,
+    len: u32,
+}
+
+impl Text {
+    const NONE: Text = Text {
+        at: 0,
+        len: u32::MAX,
+    };
+}
+
+/// The texts of an input's calls, one after another: a string each (and
+/// its allocation's overhead) was a third of what a call held.
+#[derive(Default)]
+struct Texts(String);
+
+impl Texts {
+    fn add(&mut self, text: Option<&str>) -> Text {
+        match text {
+            Some(t) if t.len() < u32::MAX as usize => {
+                let at = self.0.len();
+                self.0.push_str(t);
+                Text {
+                    at,
+                    len: t.len() as u32,
+                }
+            }
+            // Over 4 GiB (never a real attribute): as good as none.
+            _ => Text::NONE,
+        }
+    }
+
+    fn get(&self, t: Text) -> Option<&str> {
+        (t.len != u32::MAX).then(|| &self.0[t.at..t.at + t.len as usize])
+    }
+}
+
 /// A span id as a 128-bit hash: the ids of a large export take 16 bytes
 /// each (a collision is as likely as between random numbers).
 fn id_key(id: &str) -> u128 {
     // 0 stands for no id.
     xxhash_rust::xxh3::xxh3_128(id.as_bytes()).max(1)
+}
+
+/// A span's attributes that the rules read, in the span's order (a later
+/// one of the same name replaces the value, as in a map). Found by a
+/// linear scan: a span has a handful, and the rules look up some 60 names
+/// a span, most of them absent, where a map hashed each name.
+#[derive(Default)]
+struct Attrs<'a>(Vec<(Cow<'a, str>, Value)>);
+
+impl<'a> Attrs<'a> {
+    fn insert(&mut self, key: Cow<'a, str>, value: Value) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+}
+
+impl Fields for Attrs<'_> {
+    fn field(&self, field: &str) -> Option<&Value> {
+        self.get(field)
+    }
+}
+
+impl From<Object> for Attrs<'static> {
+    fn from(map: Object) -> Self {
+        Attrs(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+    }
 }
 
 /// Calls in blocks of this many, so that each block is freed once its
@@ -137,6 +219,7 @@ const BLOCK: usize = 4096;
 #[derive(Default)]
 struct State {
     calls: Vec<Vec<Call>>,
+    texts: Texts,
     parents: HashMap<u128, u128>,
     tally: Tally,
     /// The whole text, for single-document inputs (to find a span's line).
@@ -340,20 +423,22 @@ fn fast_document(ctx: &mut Ctx, st: &mut State, loc: &Location, text: &str) -> R
     };
     for span in spans {
         st.tally.spans += 1;
-        let own = |id: Option<otlp::Str>| id.map(|s| s.0.into_owned());
         let ids = Ids {
-            span: own(span.span),
-            parent: own(span.parent),
-            trace: own(span.trace),
+            span: span.span.map(|s| s.0),
+            parent: span.parent.map(|s| s.0),
+            trace: span.trace.map(|s| s.0),
         };
         let loc = span_loc(st, loc, ids.span.as_deref());
         if let (Some(id), Some(parent)) = (&ids.span, &ids.parent) {
             st.parents.insert(id_key(id), id_key(parent));
         }
-        let mut obj = Map::new();
-        for (name, v) in span.fields {
-            obj.insert(name.to_string(), v);
-        }
+        // Its four fields at most, each once.
+        let obj = Attrs(
+            span.fields
+                .into_iter()
+                .map(|(name, v)| (Cow::Borrowed(name), v))
+                .collect(),
+        );
         let result = fast_attributes(span.attributes)
             .and_then(|attrs| call(&obj, &attrs, &ids, &loc, st, ctx));
         if let Err(e) = result {
@@ -366,8 +451,10 @@ fn fast_document(ctx: &mut Ctx, st: &mut State, loc: &Location, text: &str) -> R
 
 /// The attributes the rules read, as [`attributes`] has them (every value
 /// is still checked, so that a bad one is the same error).
-fn fast_attributes(list: Vec<(otlp::Str, otlp::Attr)>) -> std::result::Result<Object, FieldError> {
-    let mut out = Map::new();
+fn fast_attributes<'a>(
+    list: Vec<(otlp::Str<'a>, otlp::Attr<'a>)>,
+) -> std::result::Result<Attrs<'a>, FieldError> {
+    let mut out = Attrs::default();
     for (key, attr) in list {
         let key = key.0;
         let wanted = read_by_rules(&key);
@@ -378,7 +465,7 @@ fn fast_attributes(list: Vec<(otlp::Str, otlp::Attr)>) -> std::result::Result<Ob
             otlp::Attr::Any(v) => any_value(&key, &v)?.filter(|_| wanted),
         };
         if let Some(v) = value {
-            out.insert(key.into_owned(), v);
+            out.insert(key, v);
         }
     }
     Ok(out)
@@ -413,7 +500,8 @@ fn one_span(ctx: &mut Ctx, st: &mut State, loc: &Location, span: &Value) -> Resu
         st.parents.insert(id_key(id), id_key(parent));
     }
     let who = ids.span.as_deref().unwrap_or("without id");
-    let result = attributes(obj).and_then(|attrs| call(obj, &attrs, &ids, &loc, st, ctx));
+    let result =
+        attributes(obj).and_then(|attrs| call(obj, &Attrs::from(attrs), &ids, &loc, st, ctx));
     match result {
         Ok(()) => Ok(()),
         Err(e) => ctx.bad(FieldError::new(e.field, format!("span {who}: {}", e.msg)).at(&loc)),
@@ -421,10 +509,10 @@ fn one_span(ctx: &mut Ctx, st: &mut State, loc: &Location, span: &Value) -> Resu
 }
 
 /// A span's identity, under each shape's names.
-struct Ids {
-    span: Option<String>,
-    parent: Option<String>,
-    trace: Option<String>,
+struct Ids<'a> {
+    span: Option<Cow<'a, str>>,
+    parent: Option<Cow<'a, str>>,
+    trace: Option<Cow<'a, str>>,
 }
 
 fn text_of(v: Option<&Value>) -> Option<String> {
@@ -435,8 +523,8 @@ fn text_of(v: Option<&Value>) -> Option<String> {
     }
 }
 
-impl Ids {
-    fn of(obj: &Object) -> Ids {
+impl Ids<'static> {
+    fn of(obj: &Object) -> Ids<'static> {
         let ctx = obj.get("spanContext").or_else(|| obj.get("context"));
         let in_ctx = |k: &str| ctx.and_then(|c| c.get(k));
         let span = text_of(obj.get("spanId"))
@@ -463,9 +551,9 @@ impl Ids {
             .or_else(|| text_of(obj.get("parentSpanContext").and_then(|c| c.get("spanId"))))
             .or(jaeger_parent);
         Ids {
-            span,
-            parent,
-            trace,
+            span: span.map(Cow::Owned),
+            parent: parent.map(Cow::Owned),
+            trace: trace.map(Cow::Owned),
         }
     }
 }
@@ -627,7 +715,7 @@ fn any_value(key: &str, v: &Value) -> std::result::Result<Option<Value>, FieldEr
     Ok(Some(value))
 }
 
-fn first_string(attrs: &Object, keys: &[&str]) -> std::result::Result<Option<String>, FieldError> {
+fn first_string(attrs: &Attrs, keys: &[&str]) -> std::result::Result<Option<String>, FieldError> {
     for k in keys {
         if let Some(s) = string(attrs, k)? {
             return Ok(Some(s));
@@ -636,7 +724,7 @@ fn first_string(attrs: &Object, keys: &[&str]) -> std::result::Result<Option<Str
     Ok(None)
 }
 
-fn first_count(attrs: &Object, keys: &[&str]) -> std::result::Result<Option<u64>, FieldError> {
+fn first_count(attrs: &Attrs, keys: &[&str]) -> std::result::Result<Option<u64>, FieldError> {
     for k in keys {
         if let Some(n) = count(attrs, k)? {
             return Ok(Some(n));
@@ -753,7 +841,7 @@ fn read_by_rules(key: &str) -> bool {
 }
 
 /// Whether a span is a model call (see the module's description).
-fn is_call(obj: &Object, attrs: &Object) -> bool {
+fn is_call<O: Fields>(obj: &O, attrs: &Attrs) -> bool {
     if let Some(Value::String(op)) = present(attrs, "gen_ai.operation.name") {
         return GENERATIONS.contains(&op.as_str());
     }
@@ -772,7 +860,7 @@ fn is_call(obj: &Object, attrs: &Object) -> bool {
 
 /// Epoch nanoseconds: an integer (or integer text: 19 digits do not fit a
 /// double), a `[seconds, nanoseconds]` pair, or a date-time.
-fn time_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, FieldError> {
+fn time_ns<O: Fields>(obj: &O, field: &str) -> std::result::Result<Option<i64>, FieldError> {
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };
@@ -804,7 +892,7 @@ fn time_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, FieldE
 
 /// A time in microseconds (Jaeger's), as nanoseconds; not a token count,
 /// so not under the token limit.
-fn micros_as_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, FieldError> {
+fn micros_as_ns<O: Fields>(obj: &O, field: &str) -> std::result::Result<Option<i64>, FieldError> {
     let Some(us) = time_ns(obj, field)? else {
         return Ok(None);
     };
@@ -820,8 +908,8 @@ fn micros_as_ns(obj: &Object, field: &str) -> std::result::Result<Option<i64>, F
 }
 
 /// Start and end, epoch ns, under each shape's names.
-fn times(obj: &Object) -> std::result::Result<(Option<i64>, Option<i64>), FieldError> {
-    if obj.contains_key("spanID") {
+fn times<O: Fields>(obj: &O) -> std::result::Result<(Option<i64>, Option<i64>), FieldError> {
+    if obj.field("spanID").is_some() {
         // Jaeger: microseconds, and a duration instead of an end.
         let start = micros_as_ns(obj, "startTime")?;
         let dur = micros_as_ns(obj, "duration")?;
@@ -847,7 +935,7 @@ fn times(obj: &Object) -> std::result::Result<(Option<i64>, Option<i64>), FieldE
 }
 
 /// A naive date-time among the span's times, for the one warning.
-fn naive_time(obj: &Object) -> Option<(&'static str, String)> {
+fn naive_time<O: Fields>(obj: &O) -> Option<(&'static str, String)> {
     for field in ["start_time", "startTime"] {
         if let Some(Value::String(s)) = present(obj, field) {
             if s.bytes().all(|b| b.is_ascii_digit()) {
@@ -861,11 +949,11 @@ fn naive_time(obj: &Object) -> Option<(&'static str, String)> {
     None
 }
 
-fn is_error(obj: &Object, attrs: &Object) -> bool {
-    let status = obj.get("status");
+fn is_error<O: Fields>(obj: &O, attrs: &Attrs) -> bool {
+    let status = obj.field("status");
     let code = status
         .and_then(|s| s.get("code").or_else(|| s.get("status_code")))
-        .or_else(|| obj.get("status_code"));
+        .or_else(|| obj.field("status_code"));
     let code_error = match code {
         Some(Value::Number(n)) => n.as_u64() == Some(2),
         Some(Value::String(s)) => {
@@ -883,9 +971,9 @@ fn is_error(obj: &Object, attrs: &Object) -> bool {
 
 /// Time to first token, ms: an attribute (each in its own unit), else a
 /// first-token event with a time.
-fn ttft_ms(
-    obj: &Object,
-    attrs: &Object,
+fn ttft_ms<O: Fields>(
+    obj: &O,
+    attrs: &Attrs,
     start: Option<i64>,
 ) -> std::result::Result<Option<f64>, FieldError> {
     if let Some(s) = number(attrs, "gen_ai.response.time_to_first_chunk")? {
@@ -910,7 +998,7 @@ fn ttft_ms(
         return Ok(None);
     };
     for e in obj
-        .get("events")
+        .field("events")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -939,9 +1027,9 @@ fn ttft_ms(
 }
 
 /// Turn a model-call span into a request (held until the input ends).
-fn call(
-    obj: &Object,
-    attrs: &Object,
+fn call<O: Fields>(
+    obj: &O,
+    attrs: &Attrs,
     ids: &Ids,
     loc: &Location,
     st: &mut State,
@@ -976,7 +1064,9 @@ fn call(
             if st.first_no_output.is_none() {
                 st.first_no_output = Some((
                     loc.clone(),
-                    ids.span.clone().unwrap_or_else(|| "without id".into()),
+                    ids.span
+                        .as_deref()
+                        .map_or_else(|| "without id".into(), str::to_string),
                     max,
                 ));
             }
@@ -994,7 +1084,7 @@ fn call(
         }
     }
     let session = first_string(attrs, SESSION)?;
-    let prompt = prompt(attrs).map(Box::new);
+    let prompt = prompt(attrs, &mut st.tally).map(Box::new);
     let response_id = first_string(attrs, RESPONSE_ID)?;
     let dup_key = start.map(|s| {
         dup_key(
@@ -1013,8 +1103,9 @@ fn call(
     let grouped = ids.span.is_some() && start.is_some() && end.is_some();
     let trace = match (grouped, &session) {
         (true, Some(_)) => None,
-        _ => ids.trace.as_deref().map(Box::from),
+        _ => ids.trace.as_deref(),
     };
+    let texts = &mut st.texts;
     st.tally.calls += 1;
     let call = Call {
         line: loc.line,
@@ -1027,12 +1118,12 @@ fn call(
         cached,
         ttft_ms,
         failed,
-        model: model.map(Box::from),
-        session: session.map(Box::from),
-        id: ids.span.as_deref().map(Box::from),
-        trace,
+        model: texts.add(model.as_deref()),
+        session: texts.add(session.as_deref()),
+        id: texts.add(ids.span.as_deref()),
+        trace: texts.add(trace),
         prompt,
-        output_text: text.map(Box::from),
+        output_text: texts.add(text.as_deref()),
         span: ids.span.as_deref().map_or(0, id_key),
         parent: ids.parent.as_deref().map_or(0, id_key),
         dup_key: dup_key.unwrap_or(0),
@@ -1050,7 +1141,8 @@ fn call(
 
 impl Call {
     /// The request handed on, read from `source`.
-    fn request(self, source: &Arc<str>) -> Request {
+    fn request(self, source: &Arc<str>, texts: &Texts) -> Request {
+        let text = |t: Text| texts.get(t).map(str::to_string);
         let mut req = Request::new(
             Location::new(source.clone(), self.line),
             self.start.unwrap_or(0),
@@ -1066,11 +1158,11 @@ impl Call {
         req.fate = if self.failed { Fate::Failed } else { Fate::Ok };
         req.mark_counts = true;
         req.output_length = self.output_length;
-        req.output_text = self.output_text.map(String::from);
-        req.model = self.model.map(String::from);
-        req.session = self.session.map(String::from);
-        req.id = self.id.map(String::from);
-        let trace = self.trace.map(String::from);
+        req.output_text = text(self.output_text);
+        req.model = text(self.model);
+        req.session = text(self.session);
+        req.id = text(self.id);
+        let trace = text(self.trace);
         if req.id.is_some() && self.start.is_some() && self.end.is_some() {
             req.group = req.session.clone().or(trace);
         } else {
@@ -1121,7 +1213,7 @@ fn dup_key(
 /// The text a call generated: output messages (OTel "parts", OpenAI
 /// messages or choices), OpenInference's output value, the Vercel SDK's
 /// text, inference-perf's `gen_ai.output.text`, or indexed completions.
-fn generated_text(attrs: &Object) -> Option<String> {
+fn generated_text(attrs: &Attrs) -> Option<String> {
     for k in OUTPUT_TEXT {
         if let Some(text) = present(attrs, k).and_then(output_text) {
             return Some(text);
@@ -1139,6 +1231,7 @@ fn generated_text(attrs: &Object) -> Option<String> {
 fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
     let State {
         calls,
+        texts,
         parents,
         mut tally,
         first_no_output,
@@ -1176,7 +1269,7 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
     // Room for every call at once: the list of requests would otherwise
     // double its capacity as they come, copying itself each time (with
     // the held blocks not yet freed, the input's peak of memory).
-    ctx.requests.reserve(calls.iter().map(Vec::len).sum());
+    ctx.reserve(calls.iter().map(Vec::len).sum());
     let mut seen: HashSet<u128> = HashSet::new();
     // Block by block: each is freed as its calls are handed on.
     for block in calls {
@@ -1189,7 +1282,7 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
                 tally.duplicates += 1;
                 continue;
             }
-            ctx.push(c.request(source))?;
+            ctx.push(c.request(source, &texts))?;
         }
     }
     if let Some((loc, id, max)) = first_no_output {
@@ -1220,8 +1313,25 @@ fn finish_input(ctx: &mut Ctx, st: State, source: &Arc<str>) -> Result<()> {
             plural(tally.duplicates)
         ));
     }
+    let media = if tally.media_parts > 0 {
+        let kinds: Vec<String> = tally
+            .media_kinds
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        format!(
+            "; {} media part{} ({}) left out of the prompts of {} call{}: only text is hashed or sent",
+            tally.media_parts,
+            plural(tally.media_parts),
+            kinds.join(", "),
+            tally.media_calls,
+            plural(tally.media_calls)
+        )
+    } else {
+        String::new()
+    };
     crate::cli::note(format!(
-        "{source}: {} span{} read, {} model call{}{}",
+        "{source}: {} span{} read, {} model call{}{}{media}",
         tally.spans,
         plural(tally.spans),
         tally.calls,
@@ -1245,7 +1355,7 @@ fn covers(outer: (i64, Option<i64>), inner: (i64, Option<i64>)) -> bool {
 }
 
 /// The prompt, where the span carries it, as OpenAI chat messages.
-fn prompt(attrs: &Object) -> Option<Prompt> {
+fn prompt(attrs: &Attrs, tally: &mut Tally) -> Option<Prompt> {
     let mut messages: Vec<Value> = Vec::new();
     if let Some(sys) = json_attr(attrs, "gen_ai.system_instructions") {
         let text = match &sys {
@@ -1261,8 +1371,13 @@ fn prompt(attrs: &Object) -> Option<Prompt> {
         .or_else(|| json_attr(attrs, "ai.prompt.messages"))
         .or_else(|| json_attr(attrs, "input.value").and_then(|v| v.get("messages").cloned()));
     if let Some(Value::Array(list)) = listed {
+        let media = tally.media_parts;
         for m in &list {
+            count_media(m, tally);
             openai_messages(m, &mut messages);
+        }
+        if tally.media_parts > media {
+            tally.media_calls += 1;
         }
     } else {
         for (prefix, role, content) in INDEXED_PROMPT {
@@ -1294,8 +1409,51 @@ fn prompt(attrs: &Object) -> Option<Prompt> {
     })
 }
 
+/// Part types that carry media (OTel GenAI `blob`, `uri`, `file`; the
+/// Vercel SDK's and OpenAI's image and audio parts): [`openai_messages`]
+/// leaves them out, as the prompt's text is what is hashed or sent.
+const MEDIA_PARTS: &[&str] = &[
+    "blob",
+    "uri",
+    "file",
+    "image",
+    "image_url",
+    "input_audio",
+    "audio",
+];
+
+/// Count the media parts of a message, by kind (its modality, else its
+/// MIME type's, else its type).
+fn count_media(m: &Value, tally: &mut Tally) {
+    let Some(Value::Array(parts)) = m.get("parts").or_else(|| m.get("content")) else {
+        return;
+    };
+    for p in parts {
+        let Some(kind) = p.get("type").and_then(Value::as_str) else {
+            continue;
+        };
+        if !MEDIA_PARTS.contains(&kind) {
+            continue;
+        }
+        let modality = p.get("modality").and_then(Value::as_str).or_else(|| {
+            p.get("mime_type")
+                .or_else(|| p.get("mimeType"))
+                .and_then(Value::as_str)
+                .and_then(|t| t.split('/').next())
+        });
+        let kind = match (kind, modality) {
+            (_, Some(m)) if !m.is_empty() => m,
+            ("image_url", _) => "image",
+            ("input_audio", _) => "audio",
+            (kind, _) => kind,
+        };
+        tally.media_parts += 1;
+        *tally.media_kinds.entry(kind.to_string()).or_insert(0) += 1;
+    }
+}
+
 /// An attribute that holds JSON, as JSON text or as a value.
-fn json_attr(attrs: &Object, key: &str) -> Option<Value> {
+fn json_attr(attrs: &Attrs, key: &str) -> Option<Value> {
     match present(attrs, key)? {
         Value::String(s) => {
             let t = s.trim_start();
@@ -1310,7 +1468,7 @@ fn json_attr(attrs: &Object, key: &str) -> Option<Value> {
 }
 
 /// `PREFIX.N.role` / `PREFIX.N.content`, N from 0.
-fn indexed(attrs: &Object, prefix: &str, role: &str, content: &str, out: &mut Vec<Value>) {
+fn indexed(attrs: &Attrs, prefix: &str, role: &str, content: &str, out: &mut Vec<Value>) {
     // Most spans have none: spare them the names made for each N.
     if !attrs.keys().any(|k| k.starts_with(prefix)) {
         return;
@@ -1373,7 +1531,10 @@ mod tests {
         }
         for c in st.calls.into_iter().flatten() {
             let keys = format!("{} {} {}", c.span, c.parent, c.dup_key);
-            out.push_str(&format!("{:?} {keys}\n", c.request(&Arc::from("t.jsonl"))));
+            out.push_str(&format!(
+                "{:?} {keys}\n",
+                c.request(&Arc::from("t.jsonl"), &st.texts)
+            ));
         }
         let t = &st.tally;
         out.push_str(&format!(

@@ -862,6 +862,48 @@ fn keep_messages_maps_otel_parts_to_openai_messages() {
     assert_eq!(run.json_lines()[0]["hash_ids"], json!([0]));
 }
 
+#[test]
+fn media_parts_of_prompts_are_left_out_and_counted_in_the_note() {
+    let dir = TestDir::new("otel-media");
+    let media = json!([
+        {"role": "user", "parts": [
+            {"type": "text", "content": "what is on these?"},
+            {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "aGk="},
+            {"type": "uri", "modality": "image", "uri": "https://example.com/a.png"},
+            {"type": "blob", "mime_type": "audio/wav", "content": "aGk="}]},
+    ]);
+    let text = json!([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]);
+    let attrs = |messages: &Value| {
+        json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 40,
+            "gen_ai.usage.output_tokens": 4, "gen_ai.input.messages": messages.to_string()})
+    };
+    let path = dir.write(
+        "t.jsonl",
+        otlp(&[
+            span("t1", "a", "", &ns(0), &ns(1_000_000), attrs(&media)),
+            span("t2", "b", "", &ns(2_000_000), &ns(3_000_000), attrs(&text)),
+        ]),
+    );
+    // Two images (one by its modality, one by URI) and an audio part (by
+    // its MIME type), all in the first call; its text is kept.
+    let note = "2 spans read, 2 model calls; 3 media parts (1 audio, 2 image) left out of \
+                the prompts of 1 call: only text is hashed or sent";
+    let run = Cmd::new("trace-convert")
+        .args(["--keep-messages"])
+        .arg(&path)
+        .run();
+    let got = records(&run);
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        got[0]["messages"],
+        json!([{"role": "user", "content": "what is on these?"}])
+    );
+    assert!(run.stderr.contains(note), "{}", run.stderr);
+    let run = Cmd::new("trace-convert").arg(&path).run();
+    assert_eq!(records(&run).len(), 2);
+    assert!(run.stderr.contains(note), "{}", run.stderr);
+}
+
 // ---- Bad input. ----
 
 #[test]
