@@ -297,16 +297,6 @@ macro_rules! result_fields {
                 }
             }
 
-            /// The keys a line must have (bits by [`Key`]).
-            fn required() -> u32 {
-                let v = ResultView::empty();
-                let mut mask = 0;
-                $(if Slot::required(&at!(v, $role, $name)) {
-                    mask |= 1 << Key::$name as u32;
-                })*
-                mask
-            }
-
             /// Every figure within [the result's limits](MAX_RESULT_TIME_MS), so
             /// that sums, buckets and printed cells stay finite and short.
             pub fn check_limits(&self, itl: &[f64]) -> Result<(), FieldError> {
@@ -726,12 +716,28 @@ impl<'a> ResultView<'a> {
     }
 }
 
+/// The figures a line must have (bits by [`Key`]): those of a kind with no
+/// absent value. Labels are required only where shown.
+const REQUIRED: u32 = {
+    let mut mask = 0;
+    let mut k = 0;
+    while k < FIELDS.len() {
+        let f = &FIELDS[k];
+        if matches!(f.role, Role::Figure)
+            && matches!(
+                f.kind,
+                Kind::Integer | Kind::Number | Kind::Text | Kind::Status
+            )
+        {
+            mask |= 1 << k;
+        }
+        k += 1;
+    }
+    mask
+};
+
 /// How the one-pass reader reads a value of the view (its type).
 trait Slot<'a>: Sized {
-    /// A line without this field is no result.
-    fn required(&self) -> bool {
-        false
-    }
     /// The value at `i` and where it ends; `None` for anything unusual.
     fn fast(line: &'a str, i: usize, itl: &mut Vec<f64>) -> Option<(Self, usize)>;
 }
@@ -765,9 +771,6 @@ fn integer(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
 }
 
 impl<'a> Slot<'a> for f64 {
-    fn required(&self) -> bool {
-        true
-    }
     #[inline]
     fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(f64, usize)> {
         crate::json::decimal(line.as_bytes(), i)
@@ -801,9 +804,6 @@ impl<'a> Slot<'a> for Option<u16> {
 }
 
 impl<'a> Slot<'a> for Status {
-    fn required(&self) -> bool {
-        true
-    }
     #[inline]
     fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Status, usize)> {
         let end = crate::json::string(line.as_bytes(), i)?;
@@ -924,8 +924,7 @@ fn read_fast<'a>(line: &'a str, itl: &mut Vec<f64>) -> Option<ResultView<'a>> {
             _ => return None,
         }
     }
-    let required = ResultView::required();
-    (ws(b, i + 1) == b.len() && seen & required == required).then_some(view)
+    (ws(b, i + 1) == b.len() && seen & REQUIRED == REQUIRED).then_some(view)
 }
 
 /// Name the field that made a result line unreadable.
@@ -972,9 +971,8 @@ fn diagnose(line: &str, err: &serde_json::Error) -> FieldError {
             return e;
         }
     }
-    let required = ResultView::required();
     for (k, field) in FIELDS.iter().enumerate() {
-        if required & (1 << k) != 0 && !rec.contains(field.name) {
+        if REQUIRED & (1 << k) != 0 && !rec.contains(field.name) {
             return FieldError::new(field.name, "missing: every result has one");
         }
     }
@@ -1361,6 +1359,11 @@ mod tests {
         assert_eq!(names, table);
         assert_eq!(FIELDS.len(), 24);
         assert_eq!(Key::shard as usize, FIELDS.len() - 1);
+        // Every result has these two; a peer's result may lack the rest.
+        assert_eq!(
+            REQUIRED,
+            (1 << Key::sent_ms as u32) | (1 << Key::status as u32)
+        );
     }
 
     /// The record the one-pass reader's view gives is the one serde reads,
