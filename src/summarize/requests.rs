@@ -8,7 +8,7 @@ use crate::error::{FieldError, Result};
 use crate::io::Output;
 use crate::metrics::Convention;
 use crate::peers::Results;
-use crate::result::{Key, ResultView, Role, round_us};
+use crate::result::{Key, ResultRecord, ResultView, Role, round_us};
 use crate::xlsx::Cell;
 
 /// Per-request export formats.
@@ -241,19 +241,61 @@ pub fn export(
             }
             None => {
                 let d = derive(&view, &itl, convention);
-                let mut obj: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
+                let text = json_row(line, &view, &itl, &d).map_err(|e| {
                     FieldError::record(format!("is not a JSON object: {e}")).at(&loc)
                 })?;
-                obj.insert("lag_ms".into(), json!(d.lag_ms));
-                obj.insert("tpot_ms".into(), json!(d.tpot_ms));
-                obj.insert("itl_count".into(), json!(d.itl_count));
-                obj.insert("itl_mean_ms".into(), json!(d.itl_mean_ms));
-                obj.insert("itl_max_ms".into(), json!(d.itl_max_ms));
-                out.write_line(Value::Object(obj).to_string().as_bytes())?;
+                out.write_line(text.as_bytes())?;
             }
         }
     }
     Ok(())
+}
+
+/// What `--requests json` adds to a line, in order.
+fn added(d: &Derived) -> [(&'static str, Value); 5] {
+    [
+        ("lag_ms", json!(d.lag_ms)),
+        ("tpot_ms", json!(d.tpot_ms)),
+        ("itl_count", json!(d.itl_count)),
+        ("itl_mean_ms", json!(d.itl_mean_ms)),
+        ("itl_max_ms", json!(d.itl_max_ms)),
+    ]
+}
+
+/// The result line with the figures `--requests json` adds, as serde_json
+/// writes the line read into a map. A line as trace-replay writes it (the
+/// text its record gives back) is that text already: the figures follow it,
+/// and the line is not read again.
+fn json_row(
+    line: &str,
+    view: &ResultView,
+    itl: &[f64],
+    d: &Derived,
+) -> std::result::Result<String, serde_json::Error> {
+    if let Some(mut text) = ResultRecord::from_view(view, itl)
+        .map(|r| r.to_json_line())
+        .filter(|text| text == line)
+    {
+        text.pop();
+        for (key, value) in added(d) {
+            text.push_str(",\"");
+            text.push_str(key);
+            text.push_str("\":");
+            text.push_str(&value.to_string());
+        }
+        text.push('}');
+        return Ok(text);
+    }
+    json_row_by_map(line, d)
+}
+
+/// [`json_row`] for any line: read into a map, the figures set in it.
+fn json_row_by_map(line: &str, d: &Derived) -> std::result::Result<String, serde_json::Error> {
+    let mut obj: Map<String, Value> = serde_json::from_str(line)?;
+    for (key, value) in added(d) {
+        obj.insert(key.into(), value);
+    }
+    Ok(Value::Object(obj).to_string())
 }
 
 /// Move the rows written so far to the output (a closed pipe then ends
@@ -537,5 +579,38 @@ mod otlp {
             json!({})
         };
         obj
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line as trace-replay writes it gets the figures without being
+    /// read again, in the very text the map gives; other lines go by the
+    /// map.
+    #[test]
+    fn json_rows_are_the_map_form() {
+        let lines = [
+            r#"{"index":0,"id":"a\"b","scheduled_ms":10.0,"sent_ms":10.5,"start_time":"2026-11-23T10:00:00Z","ttft_ms":100.0,"first_chunk_ms":null,"e2e_ms":400.25,"itl_ms":[100.0,200.5],"input_length":5,"output_length":null,"prompt_tokens":6,"completion_tokens":4,"cached_tokens":null,"finish_reason":"stop","status":"ok","http_status":200}"#,
+            r#"{"index":1,"session_id":"s","turn":2,"after":["a"],"scheduled_ms":12.5,"sent_ms":0.0,"start_time":"t","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":null,"output_length":null,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":null,"error":"x","warmup":true,"shard":"1/2"}"#,
+            // Not as trace-replay writes them: white space, a number
+            // written otherwise, a key of its own, a figure already there.
+            r#"{"index":2, "sent_ms":5,"status":"ok"}"#,
+            r#"{"index":3,"scheduled_ms":1.50,"sent_ms":2.0,"start_time":"t","itl_ms":[],"status":"ok"}"#,
+            r#"{"index":4,"scheduled_ms":1.0,"sent_ms":2.0,"start_time":"t","itl_ms":[1.0],"status":"ok","lag_ms":9}"#,
+        ];
+        for (i, line) in lines.into_iter().enumerate() {
+            let mut itl = Vec::new();
+            let view = ResultView::read(line, &mut itl).unwrap();
+            let written = ResultRecord::from_view(&view, &itl).map(|r| r.to_json_line());
+            assert_eq!(written.as_deref() == Some(line), i < 2, "{line}");
+            let d = derive(&view, &itl, Convention::Tracekit);
+            assert_eq!(
+                json_row(line, &view, &itl, &d).unwrap(),
+                json_row_by_map(line, &d).unwrap(),
+                "{line}"
+            );
+        }
     }
 }
