@@ -1,12 +1,25 @@
 //! The result record: one JSON line per replayed request (man/tracekit.7), written
 //! by trace-replay and read by trace-summarize.
 //!
-//! Field order is the struct's order. Optional measurements are written as
-//! `null` when they could not be taken (`ttft_ms` of a failed request);
-//! optional labels (`id`, `error`, `warmup`, `shard`) are left out when they
-//! do not apply.
+//! Its fields are described once, in the table given to `result_fields!`
+//! below (name, kind, what an absent value is, limit, where it lives): the
+//! table writes the line (`to_json_line` and `Serialize`), reads it
+//! (`Deserialize`, the one-pass reader's keys), checks its limits, names the
+//! field of a bad line, and gives `--requests` its cells. A new field is one
+//! row there and a field of the struct that holds it ([`ResultRecord`] for
+//! what is known before sending, [`Measure`] for what the answer shows, and
+//! [`ResultView`] or its [`Labels`] for what readers take).
+//!
+//! Optional measurements are written as `null` when they could not be taken
+//! (`ttft_ms` of a failed request); optional labels (`id`, `error`, `warmup`,
+//! `shard`) are left out when they do not apply.
 
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+use crate::record::{MAX_SPAN_MS, MAX_TOKENS};
+use crate::xlsx::Cell;
 
 /// What happened to a request.
 #[derive(
@@ -37,30 +50,22 @@ impl Status {
     }
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// One request's outcome. Times are milliseconds; `*_ms` latencies are
 /// measured from `sent_ms` on a monotonic clock.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "Flat")]
 pub struct ResultRecord {
     /// 0-based position of the record in the replayed trace.
     pub index: u64,
     /// The trace record's `id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The trace record's `session_id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// The turn's position in its session, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u64>,
     /// The trace record's `after`: the ids of the records it waited for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
     /// The model the request named.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// When the request was due, ms since the run started.
     pub scheduled_ms: f64,
@@ -68,6 +73,22 @@ pub struct ResultRecord {
     pub sent_ms: f64,
     /// Wall-clock send time, RFC 3339, for matching server logs.
     pub start_time: String,
+    /// Prompt tokens the trace asked for.
+    pub input_length: Option<u64>,
+    /// Output tokens the trace asked for (`max_tokens`).
+    pub output_length: Option<u64>,
+    /// A warmup request, left out of summaries.
+    pub warmup: bool,
+    /// `K/N` when the run was one shard of a multi-machine replay.
+    pub shard: Option<String>,
+    /// What the answer showed; its fields sit among the others in the line.
+    pub measure: Measure,
+}
+
+/// The measured part of a result: what the exchange fills in as the answer
+/// comes (the replay engine's `exchange.rs`), held by the result as it is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measure {
     /// First chunk with non-empty content (text, reasoning or tool call) − sent.
     pub ttft_ms: Option<f64>,
     /// First chunk carrying `choices`, even empty − sent (older vLLM releases' TTFT).
@@ -75,12 +96,7 @@ pub struct ResultRecord {
     /// Last byte of the response − sent.
     pub e2e_ms: Option<f64>,
     /// Gaps between successive content chunks.
-    #[serde(default)]
     pub itl_ms: Vec<f64>,
-    /// Prompt tokens the trace asked for.
-    pub input_length: Option<u64>,
-    /// Output tokens the trace asked for (`max_tokens`).
-    pub output_length: Option<u64>,
     /// `usage.prompt_tokens` as the server reported it.
     pub prompt_tokens: Option<u64>,
     /// `usage.completion_tokens` as the server reported it.
@@ -94,115 +110,394 @@ pub struct ResultRecord {
     /// The response's HTTP status, if one arrived.
     pub http_status: Option<u16>,
     /// A one-line reason, never a credential.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// A warmup request, left out of summaries.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub warmup: bool,
-    /// `K/N` when the run was one shard of a multi-machine replay.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<String>,
+}
+
+/// What a reader takes a field's value to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Integer,
+    OptInteger,
+    Number,
+    OptNumber,
+    Text,
+    OptText,
+    Numbers,
+    Texts,
+    Status,
+    Bool,
+}
+
+/// How a field is written when it has no value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absent {
+    /// It always has one.
+    Never,
+    /// `null` (a measurement that could not be taken).
+    Null,
+    /// Left out (a label that does not apply; an empty list, `false`).
+    Omitted,
+}
+
+/// Who reads a field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Summaries: read and checked on every line, a bad value refuses it.
+    Figure,
+    /// It names or explains the request: kept as its JSON text by the
+    /// reader, decoded only where it is shown (`--requests`).
+    Label,
+}
+
+/// The range a figure may have; results beyond it are refused where read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    None,
+    /// Milliseconds, in absolute value.
+    Ms(f64),
+    /// Tokens.
+    Tokens(u64),
+}
+
+/// One field of the result record.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub absent: Absent,
+    pub role: Role,
+    pub limit: Limit,
+}
+
+/// The latest `scheduled_ms` and `sent_ms`: as far from the run's start as
+/// a trace's timestamps may be apart (crate::record::MAX_TIMESTAMP_MS).
+/// `ttft_ms`, `first_chunk_ms`, `e2e_ms` and each `itl_ms` gap are spans,
+/// at most crate::record::MAX_SPAN_MS (ten years).
+pub const MAX_RESULT_TIME_MS: f64 = crate::record::MAX_TIMESTAMP_MS;
+
+/// The most tokens a server may report in `prompt_tokens`,
+/// `completion_tokens` or `cached_tokens`: 2^32, so that sums over
+/// billions of results stay exact. `input_length` and `output_length` are
+/// the trace's and keep the record's limit (crate::record::MAX_TOKENS).
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 32;
+
+/// A field of the record, the measure, the view or its labels.
+macro_rules! at {
+    ($r:expr, record, $name:ident) => {
+        $r.$name
+    };
+    ($r:expr, measure, $name:ident) => {
+        $r.measure.$name
+    };
+    ($v:expr, Figure, $name:ident) => {
+        $v.$name
+    };
+    ($v:expr, Label, $name:ident) => {
+        $v.labels.$name
+    };
+}
+
+/// The table, and what it generates; see the module's comment.
+macro_rules! result_fields {
+    ($(
+        $(#[$serde:meta])*
+        $name:ident: $ty:ty, $kind:ident, $absent:ident, $role:ident, $limit:expr, $home:ident;
+    )*) => {
+        /// The fields, in the line's order.
+        pub const FIELDS: &[Field] = &[$(
+            Field {
+                name: stringify!($name),
+                kind: Kind::$kind,
+                absent: Absent::$absent,
+                role: Role::$role,
+                limit: $limit,
+            },
+        )*];
+
+        /// A field, by its place in [`FIELDS`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Key {
+            $($name,)*
+        }
+
+        impl Key {
+            /// The field a JSON key names.
+            #[inline]
+            pub fn of(key: &str) -> Option<Key> {
+                match key {
+                    $(stringify!($name) => Some(Key::$name),)*
+                    _ => None,
+                }
+            }
+
+            pub const fn field(self) -> &'static Field {
+                &FIELDS[self as usize]
+            }
+        }
+
+        impl ResultRecord {
+            fn write_fields(&self, out: &mut Vec<u8>) {
+                $(put(out, Absent::$absent, stringify!($name), &at!(self, $home, $name));)*
+            }
+
+            /// The record a line read by the one-pass reader holds, if it
+            /// is one as `Deserialize` takes it (the labels decoded, a
+            /// `scheduled_ms`, an `index` and a `start_time`); `None` when
+            /// only `Deserialize` can tell (and word why).
+            pub fn from_view(view: &ResultView<'_>, itl: &[f64]) -> Option<ResultRecord> {
+                if !view.labels.read {
+                    return None;
+                }
+                let mut r = ResultRecord::default();
+                $(at!(r, $home, $name) = Take::take(&at!(view, $role, $name), itl)?;)*
+                Some(r)
+            }
+        }
+
+        impl Serialize for ResultRecord {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut st = s.serialize_struct("ResultRecord", FIELDS.len())?;
+                $(
+                    let v = &at!(self, $home, $name);
+                    if Absent::$absent == Absent::Omitted && Put::absent(v) {
+                        st.skip_field(stringify!($name))?;
+                    } else {
+                        st.serialize_field(stringify!($name), v)?;
+                    }
+                )*
+                st.end()
+            }
+        }
+
+        /// The line as serde reads it.
+        #[derive(Deserialize)]
+        struct Flat {
+            $($(#[$serde])* $name: $ty,)*
+        }
+
+        impl From<Flat> for ResultRecord {
+            fn from(f: Flat) -> ResultRecord {
+                let mut r = ResultRecord::default();
+                $(at!(r, $home, $name) = f.$name;)*
+                r
+            }
+        }
+
+        impl<'a> ResultView<'a> {
+            /// Read the value of `key` at `i`; where it ends.
+            #[inline]
+            fn read_key(&mut self, key: Key, line: &'a str, i: usize, itl: &mut Vec<f64>) -> Option<usize> {
+                match key {
+                    $(Key::$name => {
+                        let (v, end) = Slot::fast(line, i, itl)?;
+                        at!(self, $role, $name) = v;
+                        Some(end)
+                    })*
+                }
+            }
+
+            /// Every figure within [the result's limits](MAX_RESULT_TIME_MS), so
+            /// that sums, buckets and printed cells stay finite and short.
+            pub fn check_limits(&self, itl: &[f64]) -> Result<(), FieldError> {
+                $(Bounded::check(&at!(self, $role, $name), stringify!($name), $limit, itl)?;)*
+                Ok(())
+            }
+
+            /// The field's value as a cell of `--requests`; `None` for a
+            /// label whose text does not decode as its kind.
+            pub fn cell(&self, key: Key) -> Option<Cell> {
+                match key {
+                    $(Key::$name => ToCell::cell(&at!(self, $role, $name), Kind::$kind),)*
+                }
+            }
+        }
+    };
+}
+
+// The result record's fields, in the line's order.
+//   name: Rust type, kind, when absent, role, limit, where it lives;
+// with the attributes serde reads the field with.
+result_fields! {
+    index: u64, Integer, Never, Label, Limit::None, record;
+    #[serde(default)]
+    id: Option<String>, OptText, Omitted, Label, Limit::None, record;
+    #[serde(default)]
+    session_id: Option<String>, OptText, Omitted, Label, Limit::None, record;
+    #[serde(default)]
+    turn: Option<u64>, OptInteger, Omitted, Label, Limit::None, record;
+    #[serde(default)]
+    after: Vec<String>, Texts, Omitted, Label, Limit::None, record;
+    #[serde(default)]
+    model: Option<String>, OptText, Omitted, Label, Limit::None, record;
+    // Written always; peers' results may have none.
+    scheduled_ms: f64, OptNumber, Never, Figure, Limit::Ms(MAX_RESULT_TIME_MS), record;
+    sent_ms: f64, Number, Never, Figure, Limit::Ms(MAX_RESULT_TIME_MS), record;
+    start_time: String, Text, Never, Label, Limit::None, record;
+    ttft_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    first_chunk_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    e2e_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    // Each gap within the limit.
+    #[serde(default)]
+    itl_ms: Vec<f64>, Numbers, Never, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    input_length: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_TOKENS), record;
+    output_length: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_TOKENS), record;
+    prompt_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
+    completion_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
+    cached_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
+    finish_reason: Option<String>, OptText, Null, Label, Limit::None, measure;
+    status: Status, Status, Never, Figure, Limit::None, measure;
+    http_status: Option<u16>, OptInteger, Null, Figure, Limit::None, measure;
+    #[serde(default)]
+    error: Option<String>, OptText, Omitted, Label, Limit::None, measure;
+    #[serde(default)]
+    warmup: bool, Bool, Omitted, Figure, Limit::None, record;
+    #[serde(default)]
+    shard: Option<String>, OptText, Omitted, Label, Limit::None, record;
 }
 
 impl ResultRecord {
     /// The record as one compact JSON line (no newline): the text its
     /// `Serialize` form gives (a test holds the two equal), written field
-    /// by field, which costs a fraction of serde's way with maps for each
-    /// of a replay's requests.
+    /// by field, which costs a fraction of serde's way for each of a
+    /// replay's requests.
     pub fn to_json_line(&self) -> String {
-        let mut out = Vec::with_capacity(320 + 12 * self.itl_ms.len());
-        out.extend_from_slice(b"{\"index\":");
-        json_u64(&mut out, Some(self.index));
-        for (name, value) in [("id", &self.id), ("session_id", &self.session_id)] {
-            if let Some(v) = value {
-                field(&mut out, name);
-                crate::json::write_str(&mut out, v);
-            }
-        }
-        if let Some(turn) = self.turn {
-            field(&mut out, "turn");
-            json_u64(&mut out, Some(turn));
-        }
-        if !self.after.is_empty() {
-            field(&mut out, "after");
-            out.push(b'[');
-            for (i, id) in self.after.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                crate::json::write_str(&mut out, id);
-            }
-            out.push(b']');
-        }
-        if let Some(v) = &self.model {
-            field(&mut out, "model");
-            crate::json::write_str(&mut out, v);
-        }
-        field(&mut out, "scheduled_ms");
-        json_f64(&mut out, Some(self.scheduled_ms));
-        field(&mut out, "sent_ms");
-        json_f64(&mut out, Some(self.sent_ms));
-        field(&mut out, "start_time");
-        crate::json::write_str(&mut out, &self.start_time);
-        for (name, value) in [
-            ("ttft_ms", self.ttft_ms),
-            ("first_chunk_ms", self.first_chunk_ms),
-            ("e2e_ms", self.e2e_ms),
-        ] {
-            field(&mut out, name);
-            json_f64(&mut out, value);
-        }
-        field(&mut out, "itl_ms");
-        out.push(b'[');
-        for (i, &gap) in self.itl_ms.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            json_f64(&mut out, Some(gap));
-        }
-        out.push(b']');
-        for (name, value) in [
-            ("input_length", self.input_length),
-            ("output_length", self.output_length),
-            ("prompt_tokens", self.prompt_tokens),
-            ("completion_tokens", self.completion_tokens),
-            ("cached_tokens", self.cached_tokens),
-        ] {
-            field(&mut out, name);
-            json_u64(&mut out, value);
-        }
-        field(&mut out, "finish_reason");
-        match &self.finish_reason {
-            Some(f) => crate::json::write_str(&mut out, f),
-            None => out.extend_from_slice(b"null"),
-        }
-        field(&mut out, "status");
-        out.push(b'"');
-        out.extend_from_slice(self.status.as_str().as_bytes());
-        out.push(b'"');
-        field(&mut out, "http_status");
-        json_u64(&mut out, self.http_status.map(u64::from));
-        if let Some(e) = &self.error {
-            field(&mut out, "error");
-            crate::json::write_str(&mut out, e);
-        }
-        if self.warmup {
-            out.extend_from_slice(b",\"warmup\":true");
-        }
-        if let Some(s) = &self.shard {
-            field(&mut out, "shard");
-            crate::json::write_str(&mut out, s);
-        }
+        let mut out = Vec::with_capacity(320 + 12 * self.measure.itl_ms.len());
+        out.push(b'{');
+        self.write_fields(&mut out);
         out.push(b'}');
         String::from_utf8(out).expect("JSON text is UTF-8")
     }
 }
 
-/// `,"name":` for a name that needs no escaping.
-fn field(out: &mut Vec<u8>, name: &str) {
-    out.extend_from_slice(b",\"");
+/// One field into the line, unless it is left out.
+#[inline]
+fn put<T: Put + ?Sized>(out: &mut Vec<u8>, absent: Absent, name: &str, v: &T) {
+    if absent == Absent::Omitted && v.absent() {
+        return;
+    }
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    out.push(b'"');
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\":");
+    v.put(out);
+}
+
+/// A value of the record, written as serde_json writes it.
+trait Put {
+    /// No value (none, empty, false): left out where the field may be.
+    fn absent(&self) -> bool {
+        false
+    }
+    fn put(&self, out: &mut Vec<u8>);
+}
+
+impl Put for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        json_u64(out, Some(*self));
+    }
+}
+
+impl Put for Option<u64> {
+    fn absent(&self) -> bool {
+        self.is_none()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        json_u64(out, *self);
+    }
+}
+
+impl Put for Option<u16> {
+    fn absent(&self) -> bool {
+        self.is_none()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        json_u64(out, self.map(u64::from));
+    }
+}
+
+impl Put for f64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        json_f64(out, Some(*self));
+    }
+}
+
+impl Put for Option<f64> {
+    fn absent(&self) -> bool {
+        self.is_none()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        json_f64(out, *self);
+    }
+}
+
+impl Put for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        crate::json::write_str(out, self);
+    }
+}
+
+impl Put for Option<String> {
+    fn absent(&self) -> bool {
+        self.is_none()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(s) => crate::json::write_str(out, s),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+}
+
+impl Put for Vec<f64> {
+    fn absent(&self) -> bool {
+        self.is_empty()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, &v) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_f64(out, Some(v));
+        }
+        out.push(b']');
+    }
+}
+
+impl Put for Vec<String> {
+    fn absent(&self) -> bool {
+        self.is_empty()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, s) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            crate::json::write_str(out, s);
+        }
+        out.push(b']');
+    }
+}
+
+impl Put for Status {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
+        out.extend_from_slice(self.as_str().as_bytes());
+        out.push(b'"');
+    }
+}
+
+impl Put for bool {
+    fn absent(&self) -> bool {
+        !*self
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(if *self { b"true" } else { b"false" });
+    }
 }
 
 /// A number as serde_json writes it; null for none (or not finite).
@@ -230,6 +525,667 @@ fn json_u64(out: &mut Vec<u8>, v: Option<u64>) {
 /// written with.
 pub fn round_us(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
+}
+
+/// A label's JSON text as the line has it (a string with its quotes,
+/// `null`, a number, a list), borrowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Raw<'a>(pub &'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Raw<'a>, D::Error> {
+        <&'de serde_json::value::RawValue>::deserialize(d).map(|r| Raw(r.get()))
+    }
+}
+
+/// The `itl_ms` list's JSON text; its gaps are read where the line is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gaps<'a>(pub &'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Gaps<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Gaps<'a>, D::Error> {
+        Raw::deserialize(d).map(|r| Gaps(r.0))
+    }
+}
+
+/// The labels of a result line, as JSON text: decoded only where shown.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub struct Labels<'a> {
+    /// False when the reader did not take them (a line read by serde, a
+    /// label given twice): read them with [`Labels::parse`].
+    #[serde(skip)]
+    pub read: bool,
+    #[serde(default, borrow)]
+    pub index: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub id: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub session_id: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub turn: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub after: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub model: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub start_time: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub finish_reason: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub error: Option<Raw<'a>>,
+    #[serde(default, borrow)]
+    pub shard: Option<Raw<'a>>,
+}
+
+impl<'a> Labels<'a> {
+    /// The labels of a line the one-pass reader left to serde; `None` for
+    /// a line serde refuses them in (a label given twice).
+    pub fn parse(line: &'a str) -> Option<Labels<'a>> {
+        let mut labels: Labels = serde_json::from_str(line).ok()?;
+        labels.read = true;
+        Some(labels)
+    }
+}
+
+/// A result line read for summarizing: the figures borrowed from the line,
+/// nothing allocated; the labels as their text. Unknown fields are
+/// ignored here; `--by` reads its field from the raw line.
+#[derive(Debug, Deserialize)]
+pub struct ResultView<'a> {
+    /// When the request was due, ms.
+    #[serde(default)]
+    pub scheduled_ms: Option<f64>,
+    /// When it was sent, ms.
+    pub sent_ms: f64,
+    /// First content − sent.
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// First chunk − sent.
+    #[serde(default)]
+    pub first_chunk_ms: Option<f64>,
+    /// Last byte − sent.
+    #[serde(default)]
+    pub e2e_ms: Option<f64>,
+    /// Gaps between content chunks, raw: parsed only when needed.
+    #[serde(default, borrow)]
+    pub itl_ms: Option<Gaps<'a>>,
+    /// Asked-for prompt tokens.
+    #[serde(default)]
+    pub input_length: Option<u64>,
+    /// Asked-for output tokens.
+    #[serde(default)]
+    pub output_length: Option<u64>,
+    /// Server-reported prompt tokens.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Server-reported output tokens.
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+    /// Server-reported cached prompt tokens.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    /// What happened.
+    pub status: Status,
+    /// HTTP status, if any.
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    /// Warmup results are left out of summaries.
+    #[serde(default)]
+    pub warmup: bool,
+    /// The labels, taken by the one-pass reader (summaries ignore them).
+    #[serde(skip)]
+    pub labels: Labels<'a>,
+}
+
+impl<'a> ResultView<'a> {
+    fn empty() -> ResultView<'a> {
+        ResultView {
+            scheduled_ms: None,
+            sent_ms: 0.0,
+            ttft_ms: None,
+            first_chunk_ms: None,
+            e2e_ms: None,
+            itl_ms: None,
+            input_length: None,
+            output_length: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            cached_tokens: None,
+            status: Status::Ok,
+            http_status: None,
+            warmup: false,
+            labels: Labels::default(),
+        }
+    }
+
+    /// Read one result line, its `itl_ms` gaps into `itl` (cleared first).
+    /// The common shape of a line is read in one pass; anything unusual
+    /// (escaped keys, exponents, a bad value) goes through serde_json, which
+    /// also words the error.
+    pub fn read(line: &'a str, itl: &mut Vec<f64>) -> Result<ResultView<'a>, FieldError> {
+        itl.clear();
+        if let Some(view) = read_fast(line, itl) {
+            view.check_limits(itl)?;
+            return Ok(view);
+        }
+        itl.clear();
+        let view = ResultView::parse(line)?;
+        view.itl(itl)?;
+        view.check_limits(itl)?;
+        Ok(view)
+    }
+
+    /// Parse one result line. serde's message for a wrong type does not
+    /// name the field, so on failure [`diagnose`] finds it.
+    pub fn parse(line: &'a str) -> Result<ResultView<'a>, FieldError> {
+        serde_json::from_str(line).map_err(|e| diagnose(line, &e))
+    }
+
+    /// The `itl_ms` gaps, appended to `out`.
+    pub fn itl(&self, out: &mut Vec<f64>) -> Result<(), FieldError> {
+        let Some(Gaps(text)) = self.itl_ms else {
+            return Ok(());
+        };
+        let text = text.trim();
+        let bad = || {
+            FieldError::new(
+                "itl_ms",
+                format!(
+                    "expected an array of numbers ≥ 0, found {}",
+                    crate::error::quote_value(text)
+                ),
+            )
+        };
+        if text == "null" {
+            return Ok(());
+        }
+        let inner = text
+            .strip_prefix('[')
+            .and_then(|t| t.strip_suffix(']'))
+            .ok_or_else(bad)?;
+        if inner.trim().is_empty() {
+            return Ok(());
+        }
+        for item in inner.split(',') {
+            match item.trim().parse::<f64>() {
+                Ok(v) if v >= 0.0 && v.is_finite() => out.push(v),
+                _ => return Err(bad()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The figures a line must have (bits by [`Key`]): those of a kind with no
+/// absent value. Labels are required only where shown.
+const REQUIRED: u32 = {
+    let mut mask = 0;
+    let mut k = 0;
+    while k < FIELDS.len() {
+        let f = &FIELDS[k];
+        if matches!(f.role, Role::Figure)
+            && matches!(
+                f.kind,
+                Kind::Integer | Kind::Number | Kind::Text | Kind::Status
+            )
+        {
+            mask |= 1 << k;
+        }
+        k += 1;
+    }
+    mask
+};
+
+/// How the one-pass reader reads a value of the view (its type).
+trait Slot<'a>: Sized {
+    /// The value at `i` and where it ends; `None` for anything unusual.
+    fn fast(line: &'a str, i: usize, itl: &mut Vec<f64>) -> Option<(Self, usize)>;
+}
+
+/// `null`, or what `parse` reads.
+#[inline]
+fn optional<T>(
+    b: &[u8],
+    i: usize,
+    parse: impl Fn(&[u8], usize) -> Option<(T, usize)>,
+) -> Option<(Option<T>, usize)> {
+    if b[i..].starts_with(b"null") {
+        Some((None, i + 4))
+    } else {
+        parse(b, i).map(|(v, end)| (Some(v), end))
+    }
+}
+
+/// A plain non-negative integer (no sign, fraction or exponent).
+#[inline]
+fn integer(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
+    let start = i;
+    let mut v: u64 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        v = v.checked_mul(10)?.checked_add(u64::from(b[i] - b'0'))?;
+        i += 1;
+    }
+    let len = i - start;
+    let clean = len > 0 && (len == 1 || b[start] != b'0');
+    (clean && !matches!(b.get(i), Some(b'.' | b'e' | b'E'))).then_some((v, i))
+}
+
+impl<'a> Slot<'a> for f64 {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(f64, usize)> {
+        crate::json::decimal(line.as_bytes(), i)
+    }
+}
+
+impl<'a> Slot<'a> for Option<f64> {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<f64>, usize)> {
+        optional(line.as_bytes(), i, crate::json::decimal)
+    }
+}
+
+impl<'a> Slot<'a> for Option<u64> {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<u64>, usize)> {
+        optional(line.as_bytes(), i, integer)
+    }
+}
+
+impl<'a> Slot<'a> for Option<u16> {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<u16>, usize)> {
+        let (v, end) = optional(line.as_bytes(), i, integer)?;
+        let v = match v {
+            Some(code) => Some(u16::try_from(code).ok()?),
+            None => None,
+        };
+        Some((v, end))
+    }
+}
+
+impl<'a> Slot<'a> for Status {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Status, usize)> {
+        let end = crate::json::string(line.as_bytes(), i)?;
+        let status = match &line[i..end] {
+            "\"ok\"" => Status::Ok,
+            "\"error\"" => Status::Error,
+            "\"timeout\"" => Status::Timeout,
+            "\"cancelled\"" => Status::Cancelled,
+            _ => return None,
+        };
+        Some((status, end))
+    }
+}
+
+impl<'a> Slot<'a> for bool {
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(bool, usize)> {
+        let b = line.as_bytes();
+        if b[i..].starts_with(b"true") {
+            Some((true, i + 4))
+        } else if b[i..].starts_with(b"false") {
+            Some((false, i + 5))
+        } else {
+            None
+        }
+    }
+}
+
+impl<'a> Slot<'a> for Option<Gaps<'a>> {
+    /// The gaps into `itl`, each ≥ 0.
+    #[inline]
+    fn fast(line: &'a str, start: usize, itl: &mut Vec<f64>) -> Option<(Option<Gaps<'a>>, usize)> {
+        use crate::json::{decimal, ws};
+        let b = line.as_bytes();
+        let end = if b[start..].starts_with(b"null") {
+            start + 4
+        } else {
+            if b.get(start) != Some(&b'[') {
+                return None;
+            }
+            let mut i = ws(b, start + 1);
+            if b.get(i) == Some(&b']') {
+                i + 1
+            } else {
+                loop {
+                    let (v, end) = decimal(b, i)?;
+                    if v < 0.0 {
+                        return None;
+                    }
+                    itl.push(v);
+                    i = ws(b, end);
+                    match b.get(i) {
+                        Some(b',') => i = ws(b, i + 1),
+                        Some(b']') => break i + 1,
+                        _ => return None,
+                    }
+                }
+            }
+        };
+        Some((Some(Gaps(&line[start..end])), end))
+    }
+}
+
+impl<'a> Slot<'a> for Option<Raw<'a>> {
+    /// Any value, kept as its text.
+    #[inline]
+    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<Raw<'a>>, usize)> {
+        let end = crate::json::value(line.as_bytes(), i, 1)?;
+        Some((Some(Raw(&line[i..end])), end))
+    }
+}
+
+/// One pass over a well-formed result line; `None` for anything else.
+fn read_fast<'a>(line: &'a str, itl: &mut Vec<f64>) -> Option<ResultView<'a>> {
+    use crate::json::{string, value, ws};
+    let b = line.as_bytes();
+    let mut view = ResultView::empty();
+    view.labels.read = true;
+    let mut seen: u32 = 0;
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string(b, i)?;
+        let key = &line[i + 1..key_end - 1];
+        i = ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(b, i + 1);
+        i = match Key::of(key) {
+            Some(k) => {
+                let bit = 1 << k as u32;
+                if seen & bit != 0 {
+                    match k.field().role {
+                        // serde refuses it: let it say why.
+                        Role::Figure => return None,
+                        // Summaries ignore labels; what shows them asks
+                        // serde.
+                        Role::Label => view.labels.read = false,
+                    }
+                }
+                seen |= bit;
+                view.read_key(k, line, i, itl)?
+            }
+            None if key.contains('\\') => return None,
+            None => value(b, i, 1)?,
+        };
+        i = ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    (ws(b, i + 1) == b.len() && seen & REQUIRED == REQUIRED).then_some(view)
+}
+
+/// Name the field that made a result line unreadable.
+fn diagnose(line: &str, err: &serde_json::Error) -> FieldError {
+    use crate::record::{self, Record};
+    let rec = match Record::parse(line) {
+        Ok(rec) => rec,
+        Err(e) => return FieldError::record(e.msg),
+    };
+    for (key, value) in rec.iter() {
+        let Some(field) = Key::of(key).map(Key::field) else {
+            continue;
+        };
+        if field.role != Role::Figure {
+            continue;
+        }
+        let null = record::kind(value) == record::Kind::Null;
+        let result = match field.kind {
+            Kind::Number => record::number(key, value).map(drop),
+            Kind::OptNumber if !null => record::number(key, value).map(drop),
+            Kind::Integer => record::integer(key, value).map(drop),
+            Kind::OptInteger if !null => record::integer(key, value).map(drop),
+            Kind::Status => match record::string(key, value) {
+                Ok(s) if matches!(&*s, "ok" | "error" | "timeout" | "cancelled") => Ok(()),
+                Ok(_) | Err(_) => Err(FieldError::new(
+                    key,
+                    format!(
+                        "expected \"ok\", \"error\", \"timeout\" or \"cancelled\", found {}",
+                        crate::error::quote_value(value.get())
+                    ),
+                )),
+            },
+            Kind::Bool if record::kind(value) != record::Kind::Bool => Err(FieldError::new(
+                key,
+                format!(
+                    "expected true or false, found {}",
+                    crate::error::quote_value(value.get())
+                ),
+            )),
+            // `itl_ms` is worded where its gaps are read.
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            return e;
+        }
+    }
+    for (k, field) in FIELDS.iter().enumerate() {
+        if REQUIRED & (1 << k) != 0 && !rec.contains(field.name) {
+            return FieldError::new(field.name, "missing: every result has one");
+        }
+    }
+    let text = err.to_string();
+    FieldError::record(match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    })
+}
+
+/// Where a value of the view is checked against its field's [`Limit`].
+trait Bounded {
+    fn check(&self, _name: &str, _limit: Limit, _itl: &[f64]) -> Result<(), FieldError> {
+        Ok(())
+    }
+}
+
+fn within_ms(name: &str, v: f64, limit: Limit) -> Result<(), FieldError> {
+    match limit {
+        Limit::Ms(max) if v.is_nan() || v.abs() > max => Err(FieldError::new(
+            name,
+            format!(
+                "{v:e} is over the limit of {} ms",
+                crate::text::format_ms(max)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Bounded for f64 {
+    fn check(&self, name: &str, limit: Limit, _: &[f64]) -> Result<(), FieldError> {
+        within_ms(name, *self, limit)
+    }
+}
+
+impl Bounded for Option<f64> {
+    fn check(&self, name: &str, limit: Limit, _: &[f64]) -> Result<(), FieldError> {
+        self.map_or(Ok(()), |v| within_ms(name, v, limit))
+    }
+}
+
+impl Bounded for Option<Gaps<'_>> {
+    /// Each gap read, wherever it was read from.
+    fn check(&self, name: &str, limit: Limit, itl: &[f64]) -> Result<(), FieldError> {
+        itl.iter().try_for_each(|&g| within_ms(name, g, limit))
+    }
+}
+
+impl Bounded for Option<u64> {
+    fn check(&self, name: &str, limit: Limit, _: &[f64]) -> Result<(), FieldError> {
+        match (*self, limit) {
+            (Some(n), Limit::Tokens(max)) => {
+                crate::record::at_most(name, n, max, "tokens").map(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Bounded for Option<u16> {}
+impl Bounded for Status {}
+impl Bounded for bool {}
+impl Bounded for Option<Raw<'_>> {}
+
+/// A value of the view as a cell of `--requests`.
+trait ToCell {
+    fn cell(&self, kind: Kind) -> Option<Cell>;
+}
+
+impl ToCell for f64 {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::Number(*self))
+    }
+}
+
+impl ToCell for Option<f64> {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::num(*self))
+    }
+}
+
+impl ToCell for Option<u64> {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::count(*self))
+    }
+}
+
+impl ToCell for Option<u16> {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::count(self.map(u64::from)))
+    }
+}
+
+impl ToCell for Status {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::Text(self.as_str().to_string()))
+    }
+}
+
+impl ToCell for bool {
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::Text(self.to_string()))
+    }
+}
+
+impl ToCell for Option<Gaps<'_>> {
+    /// Not a cell: `--requests` shows figures of the gaps.
+    fn cell(&self, _: Kind) -> Option<Cell> {
+        Some(Cell::Empty)
+    }
+}
+
+impl ToCell for Option<Raw<'_>> {
+    fn cell(&self, kind: Kind) -> Option<Cell> {
+        Some(match kind {
+            Kind::Integer => Cell::Number(u64::decode(*self)? as f64),
+            Kind::OptInteger => Cell::count(Option::<u64>::decode(*self)?),
+            Kind::Text => Cell::Text(String::decode(*self)?),
+            Kind::OptText => Cell::text(Option::<String>::decode(*self)?.as_deref()),
+            _ => Cell::Text(self.map_or_else(String::new, |r| r.0.to_string())),
+        })
+    }
+}
+
+/// A label's value from its text, as serde reads it; `None` where serde
+/// would refuse it.
+pub trait Decode: Sized {
+    fn decode(raw: Option<Raw<'_>>) -> Option<Self>;
+}
+
+/// A JSON string's text, its escapes read.
+fn text_of(raw: &str) -> Option<String> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        serde_json::from_str(raw).ok()
+    } else {
+        Some(inner.to_string())
+    }
+}
+
+impl Decode for u64 {
+    fn decode(raw: Option<Raw<'_>>) -> Option<u64> {
+        serde_json::from_str(raw?.0).ok()
+    }
+}
+
+impl Decode for Option<u64> {
+    fn decode(raw: Option<Raw<'_>>) -> Option<Option<u64>> {
+        match raw {
+            None => Some(None),
+            Some(r) => serde_json::from_str(r.0).ok(),
+        }
+    }
+}
+
+impl Decode for String {
+    fn decode(raw: Option<Raw<'_>>) -> Option<String> {
+        text_of(raw?.0)
+    }
+}
+
+impl Decode for Option<String> {
+    fn decode(raw: Option<Raw<'_>>) -> Option<Option<String>> {
+        match raw {
+            None => Some(None),
+            Some(Raw("null")) => Some(None),
+            Some(r) => text_of(r.0).map(Some),
+        }
+    }
+}
+
+impl Decode for Vec<String> {
+    fn decode(raw: Option<Raw<'_>>) -> Option<Vec<String>> {
+        match raw {
+            None => Some(Vec::new()),
+            Some(r) => serde_json::from_str(r.0).ok(),
+        }
+    }
+}
+
+/// A field of the record from the view: its figure, or its label decoded.
+trait Take<T> {
+    fn take(&self, itl: &[f64]) -> Option<T>;
+}
+
+impl<T: Copy> Take<T> for T {
+    fn take(&self, _: &[f64]) -> Option<T> {
+        Some(*self)
+    }
+}
+
+impl Take<f64> for Option<f64> {
+    /// `scheduled_ms`, which a record has.
+    fn take(&self, _: &[f64]) -> Option<f64> {
+        *self
+    }
+}
+
+impl Take<Vec<f64>> for Option<Gaps<'_>> {
+    /// `null` is no list of gaps.
+    fn take(&self, itl: &[f64]) -> Option<Vec<f64>> {
+        match self {
+            Some(Gaps(text)) if text.trim() == "null" => None,
+            _ => Some(itl.to_vec()),
+        }
+    }
+}
+
+impl<T: Decode> Take<T> for Option<Raw<'_>> {
+    fn take(&self, _: &[f64]) -> Option<T> {
+        T::decode(*self)
+    }
 }
 
 #[cfg(test)]
@@ -284,19 +1240,22 @@ mod tests {
                 scheduled_ms: next(100_000) as f64 / 1000.0,
                 sent_ms: next(100_000) as f64 / 8.0,
                 start_time: "2026-11-22T10:00:00Z".into(),
-                ttft_ms: (next(3) > 0).then(|| next(10_000) as f64 / 10.0),
-                first_chunk_ms: (next(3) > 0).then(|| next(10_000) as f64 / 100.0),
-                e2e_ms: (next(3) > 0).then(|| next(100_000) as f64 * 0.1),
-                itl_ms: (0..next(5)).map(|_| next(10_000) as f64 / 1000.0).collect(),
-                prompt_tokens: (next(2) == 0).then(|| next(5000)),
-                completion_tokens: (next(2) == 0).then(|| next(50)),
-                http_status: (next(2) == 0).then(|| 200 + next(400) as u16),
-                status: [
-                    Status::Ok,
-                    Status::Error,
-                    Status::Timeout,
-                    Status::Cancelled,
-                ][next(4) as usize],
+                measure: Measure {
+                    ttft_ms: (next(3) > 0).then(|| next(10_000) as f64 / 10.0),
+                    first_chunk_ms: (next(3) > 0).then(|| next(10_000) as f64 / 100.0),
+                    e2e_ms: (next(3) > 0).then(|| next(100_000) as f64 * 0.1),
+                    itl_ms: (0..next(5)).map(|_| next(10_000) as f64 / 1000.0).collect(),
+                    prompt_tokens: (next(2) == 0).then(|| next(5000)),
+                    completion_tokens: (next(2) == 0).then(|| next(50)),
+                    http_status: (next(2) == 0).then(|| 200 + next(400) as u16),
+                    status: [
+                        Status::Ok,
+                        Status::Error,
+                        Status::Timeout,
+                        Status::Cancelled,
+                    ][next(4) as usize],
+                    ..Measure::default()
+                },
                 warmup: next(5) == 0,
                 ..ResultRecord::default()
             };
@@ -337,36 +1296,41 @@ mod tests {
         ];
         for i in 0..5_000 {
             let mut text = || (next(3) > 0).then(|| texts[next(5) as usize].to_string());
+            // Drawn in the order of the fields before the measure was nested.
+            let (id, session_id, model, finish_reason, error, shard) =
+                (text(), text(), text(), text(), text(), text());
             let r = ResultRecord {
                 index: i,
-                id: text(),
-                session_id: text(),
+                id,
+                session_id,
                 turn: None,
                 after: Vec::new(),
-                model: text(),
-                finish_reason: text(),
-                error: text(),
-                shard: text(),
+                model,
+                shard,
                 scheduled_ms: [0.0, 1e21, 0.1 + 0.2, 12.5, -3.0][next(5) as usize],
                 sent_ms: next(1_000_000) as f64 / 7.0,
                 start_time: "2026-11-22T10:00:00.123456Z".into(),
-                ttft_ms: (next(3) > 0).then(|| [f64::NAN, 1.0 / 3.0, 4.0][next(3) as usize]),
-                first_chunk_ms: (next(3) > 0).then(|| next(10_000) as f64 / 100.0),
-                e2e_ms: (next(3) > 0).then_some(f64::INFINITY),
-                itl_ms: (0..next(4)).map(|_| next(10_000) as f64 / 1000.0).collect(),
                 input_length: (next(2) == 0).then(|| next(u64::MAX)),
                 output_length: (next(2) == 0).then(|| next(50)),
-                prompt_tokens: (next(2) == 0).then(|| next(5000)),
-                completion_tokens: (next(2) == 0).then_some(0),
-                cached_tokens: (next(2) == 0).then(|| next(512)),
-                status: [
-                    Status::Ok,
-                    Status::Error,
-                    Status::Timeout,
-                    Status::Cancelled,
-                ][next(4) as usize],
-                http_status: (next(2) == 0).then(|| next(600) as u16),
                 warmup: next(2) == 0,
+                measure: Measure {
+                    finish_reason,
+                    error,
+                    ttft_ms: (next(3) > 0).then(|| [f64::NAN, 1.0 / 3.0, 4.0][next(3) as usize]),
+                    first_chunk_ms: (next(3) > 0).then(|| next(10_000) as f64 / 100.0),
+                    e2e_ms: (next(3) > 0).then_some(f64::INFINITY),
+                    itl_ms: (0..next(4)).map(|_| next(10_000) as f64 / 1000.0).collect(),
+                    prompt_tokens: (next(2) == 0).then(|| next(5000)),
+                    completion_tokens: (next(2) == 0).then_some(0),
+                    cached_tokens: (next(2) == 0).then(|| next(512)),
+                    status: [
+                        Status::Ok,
+                        Status::Error,
+                        Status::Timeout,
+                        Status::Cancelled,
+                    ][next(4) as usize],
+                    http_status: (next(2) == 0).then(|| next(600) as u16),
+                },
             };
             let mut r = r;
             if next(2) == 0 {
@@ -379,6 +1343,104 @@ mod tests {
         }
     }
 
+    /// Every field of the record and its measure is a row of the table, in
+    /// the struct's order or not: a field left out would never be written.
+    #[test]
+    fn every_field_is_in_the_table() {
+        let shown = format!("{:?}", ResultRecord::default());
+        let mut names: Vec<&str> = shown
+            .split(['{', ','])
+            .filter_map(|part| part.trim().split_once(':').map(|(name, _)| name.trim()))
+            .filter(|name| *name != "measure")
+            .collect();
+        names.sort_unstable();
+        let mut table: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+        table.sort_unstable();
+        assert_eq!(names, table);
+        assert_eq!(FIELDS.len(), 24);
+        assert_eq!(Key::shard as usize, FIELDS.len() - 1);
+        // Every result has these two; a peer's result may lack the rest.
+        assert_eq!(
+            REQUIRED,
+            (1 << Key::sent_ms as u32) | (1 << Key::status as u32)
+        );
+    }
+
+    /// The record the one-pass reader's view gives is the one serde reads,
+    /// and there is none where serde refuses the line.
+    #[test]
+    fn records_from_the_view_are_what_serde_reads() {
+        let mut state = 5u64;
+        let mut next = |m: u64| {
+            state = crate::hash::mix(state);
+            state % m
+        };
+        let texts = ["plain", "quote \" back \\", "tab\tline", "ünï"];
+        // Changes that serde refuses, or reads otherwise than the writer wrote.
+        let mangles: [(&str, &str); 8] = [
+            (r#""index":"#, r#""index":"7","x":"#),
+            (r#","scheduled_ms":"#, r#","old_scheduled_ms":"#),
+            (r#""itl_ms":["#, r#""itl_ms":null,"x":["#),
+            (r#""start_time":"#, r#""start_time":null,"x":"#),
+            (r#""model":"#, r#""model":3,"x":"#),
+            (r#""sent_ms":"#, r#""id":"twice","id":"again","sent_ms":"#),
+            (r#""status":"#, r#""after":null,"status":"#),
+            (r#""status":"#, r#""turn":-1,"status":"#),
+        ];
+        let (mut from_view, mut refused) = (0, 0);
+        for i in 0..4_000 {
+            let mut text = || (next(2) == 0).then(|| texts[next(4) as usize].to_string());
+            let (id, session_id, model, finish_reason, error, shard) =
+                (text(), text(), text(), text(), text(), text());
+            let r = ResultRecord {
+                index: i,
+                id,
+                session_id,
+                turn: (next(2) == 0).then(|| next(9)),
+                after: (0..next(3))
+                    .map(|k| texts[k as usize].to_string())
+                    .collect(),
+                model: Some(model.unwrap_or_default()),
+                scheduled_ms: next(100_000) as f64 / 1000.0,
+                sent_ms: next(100_000) as f64 / 8.0,
+                start_time: "2026-11-22T10:00:00Z".into(),
+                input_length: (next(2) == 0).then(|| next(5000)),
+                output_length: (next(2) == 0).then(|| next(50)),
+                warmup: next(5) == 0,
+                shard,
+                measure: Measure {
+                    ttft_ms: (next(3) > 0).then(|| next(10_000) as f64 / 10.0),
+                    e2e_ms: (next(3) > 0).then(|| next(100_000) as f64 * 0.1),
+                    itl_ms: (0..next(5)).map(|_| next(10_000) as f64 / 1000.0).collect(),
+                    completion_tokens: (next(2) == 0).then(|| next(50)),
+                    finish_reason,
+                    error,
+                    status: Status::Error,
+                    http_status: (next(2) == 0).then(|| 200 + next(400) as u16),
+                    ..Measure::default()
+                },
+            };
+            let mut line = r.to_json_line();
+            if next(2) == 0 {
+                let (from, to) = mangles[next(8) as usize];
+                line = line.replacen(from, to, 1);
+            }
+            let mut itl = Vec::new();
+            let Ok(view) = ResultView::read(&line, &mut itl) else {
+                continue;
+            };
+            let want: Option<ResultRecord> = serde_json::from_str(&line).ok();
+            match ResultRecord::from_view(&view, &itl) {
+                Some(got) => {
+                    assert_eq!(Some(&got), want.as_ref(), "{line}");
+                    from_view += 1;
+                }
+                None => refused += usize::from(want.is_none()),
+            }
+        }
+        assert!(from_view > 1_000 && refused > 300, "{from_view} {refused}");
+    }
+
     #[test]
     fn nulls_for_missing_measurements_absent_labels() {
         let r = ResultRecord {
@@ -386,9 +1448,12 @@ mod tests {
             scheduled_ms: 10.0,
             sent_ms: 10.25,
             start_time: "2026-11-22T10:00:00.010Z".into(),
-            status: Status::Error,
-            http_status: Some(503),
-            error: Some("HTTP 503: overloaded".into()),
+            measure: Measure {
+                status: Status::Error,
+                http_status: Some(503),
+                error: Some("HTTP 503: overloaded".into()),
+                ..Measure::default()
+            },
             ..ResultRecord::default()
         };
         assert_eq!(
@@ -398,414 +1463,4 @@ mod tests {
         let back: ResultRecord = serde_json::from_str(&r.to_json_line()).unwrap();
         assert_eq!(back, r);
     }
-}
-
-// The range of every figure a result may give, stated once; results beyond
-// it are refused where they are read. `input_length` and `output_length`
-// are the trace's and keep the record's limit (crate::record::MAX_TOKENS).
-
-/// The latest `scheduled_ms` and `sent_ms`: as far from the run's start as
-/// a trace's timestamps may be apart (crate::record::MAX_TIMESTAMP_MS).
-/// `ttft_ms`, `first_chunk_ms`, `e2e_ms` and each `itl_ms` gap are spans,
-/// at most crate::record::MAX_SPAN_MS (ten years).
-pub const MAX_RESULT_TIME_MS: f64 = crate::record::MAX_TIMESTAMP_MS;
-
-/// The most tokens a server may report in `prompt_tokens`,
-/// `completion_tokens` or `cached_tokens`: 2^32, so that sums over
-/// billions of results stay exact.
-pub const MAX_REPORTED_TOKENS: u64 = 1 << 32;
-
-/// A result line read for summarizing: the measurements borrowed from the
-/// line, nothing allocated. Unknown fields are ignored here; `--by` reads
-/// its field from the raw line.
-#[derive(Debug, Deserialize)]
-pub struct ResultView<'a> {
-    /// When the request was due, ms.
-    #[serde(default)]
-    pub scheduled_ms: Option<f64>,
-    /// When it was sent, ms.
-    pub sent_ms: f64,
-    /// First content − sent.
-    #[serde(default)]
-    pub ttft_ms: Option<f64>,
-    /// First chunk − sent.
-    #[serde(default)]
-    pub first_chunk_ms: Option<f64>,
-    /// Last byte − sent.
-    #[serde(default)]
-    pub e2e_ms: Option<f64>,
-    /// Gaps between content chunks, raw: parsed only when needed.
-    #[serde(default, borrow)]
-    pub itl_ms: Option<&'a serde_json::value::RawValue>,
-    /// Asked-for prompt tokens.
-    #[serde(default)]
-    pub input_length: Option<u64>,
-    /// Asked-for output tokens.
-    #[serde(default)]
-    pub output_length: Option<u64>,
-    /// Server-reported prompt tokens.
-    #[serde(default)]
-    pub prompt_tokens: Option<u64>,
-    /// Server-reported output tokens.
-    #[serde(default)]
-    pub completion_tokens: Option<u64>,
-    /// Server-reported cached prompt tokens.
-    #[serde(default)]
-    pub cached_tokens: Option<u64>,
-    /// What happened.
-    pub status: Status,
-    /// HTTP status, if any.
-    #[serde(default)]
-    pub http_status: Option<u16>,
-    /// Warmup results are left out of summaries.
-    #[serde(default)]
-    pub warmup: bool,
-}
-
-impl<'a> ResultView<'a> {
-    /// Read one result line, its `itl_ms` gaps into `itl` (cleared first).
-    /// The common shape of a line is read in one pass; anything unusual
-    /// (escaped keys, exponents, a bad value) goes through serde_json, which
-    /// also words the error.
-    pub fn read(
-        line: &'a str,
-        itl: &mut Vec<f64>,
-    ) -> Result<ResultView<'a>, crate::error::FieldError> {
-        itl.clear();
-        if let Some(view) = read_fast(line, itl) {
-            view.check_limits(itl)?;
-            return Ok(view);
-        }
-        itl.clear();
-        let view = ResultView::parse(line)?;
-        view.itl(itl)?;
-        view.check_limits(itl)?;
-        Ok(view)
-    }
-
-    /// Every figure within [the result's limits](MAX_RESULT_TIME_MS), so
-    /// that sums, buckets and printed cells stay finite and short.
-    pub fn check_limits(&self, itl: &[f64]) -> Result<(), crate::error::FieldError> {
-        use crate::record::MAX_SPAN_MS;
-        let times = [
-            ("scheduled_ms", self.scheduled_ms, MAX_RESULT_TIME_MS),
-            ("sent_ms", Some(self.sent_ms), MAX_RESULT_TIME_MS),
-            ("ttft_ms", self.ttft_ms, MAX_SPAN_MS),
-            ("first_chunk_ms", self.first_chunk_ms, MAX_SPAN_MS),
-            ("e2e_ms", self.e2e_ms, MAX_SPAN_MS),
-        ];
-        let gaps = itl.iter().map(|&g| ("itl_ms", Some(g), MAX_SPAN_MS));
-        for (field, v, max) in times.into_iter().chain(gaps) {
-            match v {
-                Some(v) if v.is_nan() || v.abs() > max => {
-                    return Err(crate::error::FieldError::new(
-                        field,
-                        format!(
-                            "{v:e} is over the limit of {} ms",
-                            crate::text::format_ms(max)
-                        ),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        for (field, n, max) in [
-            ("input_length", self.input_length, crate::record::MAX_TOKENS),
-            (
-                "output_length",
-                self.output_length,
-                crate::record::MAX_TOKENS,
-            ),
-            ("prompt_tokens", self.prompt_tokens, MAX_REPORTED_TOKENS),
-            (
-                "completion_tokens",
-                self.completion_tokens,
-                MAX_REPORTED_TOKENS,
-            ),
-            ("cached_tokens", self.cached_tokens, MAX_REPORTED_TOKENS),
-        ] {
-            if let Some(n) = n {
-                crate::record::at_most(field, n, max, "tokens")?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Parse one result line. serde's message for a wrong type does not
-    /// name the field, so on failure [`diagnose`] finds it.
-    pub fn parse(line: &'a str) -> Result<ResultView<'a>, crate::error::FieldError> {
-        serde_json::from_str(line).map_err(|e| diagnose(line, &e))
-    }
-
-    /// The `itl_ms` gaps, appended to `out`.
-    pub fn itl(&self, out: &mut Vec<f64>) -> Result<(), crate::error::FieldError> {
-        let Some(raw) = self.itl_ms else {
-            return Ok(());
-        };
-        let text = raw.get().trim();
-        let bad = || {
-            crate::error::FieldError::new(
-                "itl_ms",
-                format!(
-                    "expected an array of numbers ≥ 0, found {}",
-                    crate::error::quote_value(text)
-                ),
-            )
-        };
-        if text == "null" {
-            return Ok(());
-        }
-        let inner = text
-            .strip_prefix('[')
-            .and_then(|t| t.strip_suffix(']'))
-            .ok_or_else(bad)?;
-        if inner.trim().is_empty() {
-            return Ok(());
-        }
-        for item in inner.split(',') {
-            match item.trim().parse::<f64>() {
-                Ok(v) if v >= 0.0 && v.is_finite() => out.push(v),
-                _ => return Err(bad()),
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One pass over a well-formed result line; `None` for anything else.
-fn read_fast<'a>(line: &'a str, itl: &mut Vec<f64>) -> Option<ResultView<'a>> {
-    use crate::json::{decimal, string, value, ws};
-    fn optional<T>(
-        b: &[u8],
-        i: usize,
-        parse: impl Fn(&[u8], usize) -> Option<(T, usize)>,
-    ) -> Option<(Option<T>, usize)> {
-        if b[i..].starts_with(b"null") {
-            Some((None, i + 4))
-        } else {
-            parse(b, i).map(|(v, end)| (Some(v), end))
-        }
-    }
-    fn integer(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
-        let start = i;
-        let mut v: u64 = 0;
-        while i < b.len() && b[i].is_ascii_digit() {
-            v = v.checked_mul(10)?.checked_add(u64::from(b[i] - b'0'))?;
-            i += 1;
-        }
-        let len = i - start;
-        let clean = len > 0 && (len == 1 || b[start] != b'0');
-        (clean && !matches!(b.get(i), Some(b'.' | b'e' | b'E'))).then_some((v, i))
-    }
-
-    let b = line.as_bytes();
-    let mut view = ResultView {
-        scheduled_ms: None,
-        sent_ms: 0.0,
-        ttft_ms: None,
-        first_chunk_ms: None,
-        e2e_ms: None,
-        itl_ms: None,
-        input_length: None,
-        output_length: None,
-        prompt_tokens: None,
-        completion_tokens: None,
-        cached_tokens: None,
-        status: Status::Ok,
-        http_status: None,
-        warmup: false,
-    };
-    let mut seen: u32 = 0;
-    let mut i = ws(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i = ws(b, i + 1);
-    loop {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
-        let key_end = string(b, i)?;
-        let key = &line[i + 1..key_end - 1];
-        i = ws(b, key_end);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        i = ws(b, i + 1);
-        let bit = match key {
-            "sent_ms" => 0,
-            "scheduled_ms" => 1,
-            "ttft_ms" => 2,
-            "first_chunk_ms" => 3,
-            "e2e_ms" => 4,
-            "itl_ms" => 5,
-            "input_length" => 6,
-            "output_length" => 7,
-            "prompt_tokens" => 8,
-            "completion_tokens" => 9,
-            "cached_tokens" => 10,
-            "status" => 11,
-            "http_status" => 12,
-            "warmup" => 13,
-            _ if key.contains('\\') => return None,
-            _ => 31,
-        };
-        if bit != 31 {
-            if seen & (1 << bit) != 0 {
-                return None;
-            }
-            seen |= 1 << bit;
-        }
-        i = match bit {
-            0 => {
-                let (v, end) = decimal(b, i)?;
-                view.sent_ms = v;
-                end
-            }
-            1..=4 => {
-                let (v, end) = optional(b, i, decimal)?;
-                match bit {
-                    1 => view.scheduled_ms = v,
-                    2 => view.ttft_ms = v,
-                    3 => view.first_chunk_ms = v,
-                    _ => view.e2e_ms = v,
-                }
-                end
-            }
-            5 => {
-                if b[i..].starts_with(b"null") {
-                    i + 4
-                } else {
-                    if b.get(i) != Some(&b'[') {
-                        return None;
-                    }
-                    i = ws(b, i + 1);
-                    if b.get(i) == Some(&b']') {
-                        i + 1
-                    } else {
-                        loop {
-                            let (v, end) = decimal(b, i)?;
-                            if v < 0.0 {
-                                return None;
-                            }
-                            itl.push(v);
-                            i = ws(b, end);
-                            match b.get(i) {
-                                Some(b',') => i = ws(b, i + 1),
-                                Some(b']') => break i + 1,
-                                _ => return None,
-                            }
-                        }
-                    }
-                }
-            }
-            6..=10 => {
-                let (v, end) = optional(b, i, integer)?;
-                match bit {
-                    6 => view.input_length = v,
-                    7 => view.output_length = v,
-                    8 => view.prompt_tokens = v,
-                    9 => view.completion_tokens = v,
-                    _ => view.cached_tokens = v,
-                }
-                end
-            }
-            11 => {
-                let end = string(b, i)?;
-                view.status = match &line[i..end] {
-                    "\"ok\"" => Status::Ok,
-                    "\"error\"" => Status::Error,
-                    "\"timeout\"" => Status::Timeout,
-                    "\"cancelled\"" => Status::Cancelled,
-                    _ => return None,
-                };
-                end
-            }
-            12 => {
-                let (v, end) = optional(b, i, integer)?;
-                view.http_status = match v {
-                    Some(code) => Some(u16::try_from(code).ok()?),
-                    None => None,
-                };
-                end
-            }
-            13 => {
-                if b[i..].starts_with(b"true") {
-                    view.warmup = true;
-                    i + 4
-                } else if b[i..].starts_with(b"false") {
-                    i + 5
-                } else {
-                    return None;
-                }
-            }
-            _ => value(b, i, 1)?,
-        };
-        i = ws(b, i);
-        match b.get(i) {
-            Some(b',') => i = ws(b, i + 1),
-            Some(b'}') => break,
-            _ => return None,
-        }
-    }
-    let required = (1 << 0) | (1 << 11);
-    (ws(b, i + 1) == b.len() && seen & required == required).then_some(view)
-}
-
-/// Name the field that made a result line unreadable.
-fn diagnose(line: &str, err: &serde_json::Error) -> crate::error::FieldError {
-    use crate::error::FieldError;
-    use crate::record::{self, Kind, Record};
-    let rec = match Record::parse(line) {
-        Ok(rec) => rec,
-        Err(e) => return FieldError::record(e.msg),
-    };
-    let optional_numbers = ["scheduled_ms", "ttft_ms", "first_chunk_ms", "e2e_ms"];
-    let optional_integers = [
-        "input_length",
-        "output_length",
-        "prompt_tokens",
-        "completion_tokens",
-        "cached_tokens",
-        "http_status",
-    ];
-    for (key, value) in rec.iter() {
-        let null = record::kind(value) == Kind::Null;
-        let result = match key {
-            "sent_ms" => record::number(key, value).map(drop),
-            k if optional_numbers.contains(&k) && !null => record::number(key, value).map(drop),
-            k if optional_integers.contains(&k) && !null => record::integer(key, value).map(drop),
-            "status" => match record::string(key, value) {
-                Ok(s) if matches!(&*s, "ok" | "error" | "timeout" | "cancelled") => Ok(()),
-                Ok(_) | Err(_) => Err(FieldError::new(
-                    key,
-                    format!(
-                        "expected \"ok\", \"error\", \"timeout\" or \"cancelled\", found {}",
-                        crate::error::quote_value(value.get())
-                    ),
-                )),
-            },
-            "warmup" if record::kind(value) != Kind::Bool => Err(FieldError::new(
-                key,
-                format!(
-                    "expected true or false, found {}",
-                    crate::error::quote_value(value.get())
-                ),
-            )),
-            _ => Ok(()),
-        };
-        if let Err(e) = result {
-            return e;
-        }
-    }
-    for required in ["sent_ms", "status"] {
-        if !rec.contains(required) {
-            return FieldError::new(required, "missing: every result has one");
-        }
-    }
-    let text = err.to_string();
-    FieldError::record(match text.rfind(" at line ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    })
 }

@@ -22,7 +22,7 @@ use super::schedule::{Completed, Pace, Schedule};
 use super::timer::Timer;
 use crate::cli;
 use crate::error::{Error, Result};
-use crate::result::{ResultRecord, Status, round_us};
+use crate::result::{Measure, ResultRecord, Status, round_us};
 use crate::stats::Dist;
 
 /// Records waiting for a dependency taken in at most: they are read ahead
@@ -568,13 +568,14 @@ impl Dispatcher<'_> {
                     r
                 })
                 .await;
-                if result.status == Status::Error
+                if result.measure.status == Status::Error
                     && result
+                        .measure
                         .error
                         .as_deref()
                         .is_some_and(|e| e.starts_with(exchange::INTERNAL_ERROR))
                 {
-                    let e = result.error.clone().unwrap_or_default();
+                    let e = result.measure.error.clone().unwrap_or_default();
                     shared.print(|| {
                         cli::warn(format!(
                             "record {}: {e} (its result is an error; the run goes on)",
@@ -593,7 +594,7 @@ impl Dispatcher<'_> {
                         let tokens = req
                             .input_length
                             .unwrap_or(0)
-                            .saturating_add(result.completion_tokens.unwrap_or(0));
+                            .saturating_add(result.measure.completion_tokens.unwrap_or(0));
                         Some((messages, tokens))
                     }
                     _ => None,
@@ -610,12 +611,12 @@ impl Dispatcher<'_> {
                         ))
                     });
                 }
-                let fate = match result.status {
+                let fate = match result.measure.status {
                     Status::Ok => Fate::Ok,
                     Status::Cancelled => Fate::Cancelled,
                     Status::Error | Status::Timeout => Fate::Failed {
-                        error: result.error.clone().unwrap_or_default(),
-                        http_status: result.http_status,
+                        error: result.measure.error.clone().unwrap_or_default(),
+                        http_status: result.measure.http_status,
                     },
                 };
                 written = true;
@@ -638,8 +639,8 @@ impl Dispatcher<'_> {
                         );
                         r.warmup = warmup;
                         r.shard = shard;
-                        r.status = Status::Error;
-                        r.error = Some(what.clone());
+                        r.measure.status = Status::Error;
+                        r.measure.error = Some(what.clone());
                         results.send(r);
                     }
                     let fate = Fate::Failed {
@@ -719,7 +720,7 @@ impl Dispatcher<'_> {
         );
         r.warmup = warmup;
         r.shard = self.shard_label();
-        r.error = Some("not sent: the run was stopped".into());
+        r.measure.error = Some("not sent: the run was stopped".into());
         self.results.send(r);
     }
 
@@ -805,8 +806,11 @@ impl Dispatcher<'_> {
                 sent_ms: now,
                 start_time: crate::time::rfc3339(SystemTime::now()),
                 shard: self.shard_label(),
-                status: Status::Error,
-                error: Some(format!("{what}: not sent")),
+                measure: Measure {
+                    status: Status::Error,
+                    error: Some(format!("{what}: not sent")),
+                    ..Measure::default()
+                },
                 ..ResultRecord::default()
             });
         }

@@ -13,7 +13,7 @@ use super::conversation::Transcript;
 use super::plain::{BodyReader, Failure, Plain, reset_or_broken};
 use super::request::Prepared;
 use super::sse::SseParser;
-use crate::result::{ResultRecord, Status, round_us};
+use crate::result::{Measure, ResultRecord, Status, round_us};
 
 /// Everything a request needs besides its body.
 #[derive(Debug)]
@@ -45,20 +45,12 @@ impl Target {
 }
 
 /// What a response has shown so far; kept outside the request's future so
-/// that a timeout keeps the partial timings.
+/// that a timeout keeps the partial timings. The figures go straight into
+/// the result's own [`Measure`].
 #[derive(Debug, Default)]
-pub struct Measure {
-    pub http_status: Option<u16>,
-    pub first_chunk_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
+pub struct Reading {
+    pub measure: Measure,
     pub last_content_ms: Option<f64>,
-    pub itl_ms: Vec<f64>,
-    pub e2e_ms: Option<f64>,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    pub finish_reason: Option<String>,
-    pub error: Option<String>,
     pub done: bool,
     /// The answer's text and tool calls, for requests a later turn may
     /// continue.
@@ -69,7 +61,7 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-impl Measure {
+impl Reading {
     /// Take the figures of one answer object (a chunk or a whole body).
     fn take_answer(&mut self, a: Answer, at_ms: f64, whole_body: bool) {
         if let Some(err) = a.error {
@@ -78,39 +70,41 @@ impl Measure {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| err.to_string());
-            self.error.get_or_insert(one_line(&msg));
+            self.measure.error.get_or_insert(one_line(&msg));
         }
         // A whole body has no first token to time: its arrival is its
         // first chunk, and TTFT stays null.
-        if whole_body && self.first_chunk_ms.is_none() {
-            self.first_chunk_ms = Some(at_ms);
+        if whole_body && self.measure.first_chunk_ms.is_none() {
+            self.measure.first_chunk_ms = Some(at_ms);
         }
         // A chunk carrying `choices`, even empty, is vLLM's first chunk.
-        if a.choices.is_some() && self.first_chunk_ms.is_none() {
-            self.first_chunk_ms = Some(at_ms);
+        if a.choices.is_some() && self.measure.first_chunk_ms.is_none() {
+            self.measure.first_chunk_ms = Some(at_ms);
         }
         let choices = a.choices.unwrap_or_default();
         if whole_body && choices.is_empty() {
-            self.error.get_or_insert("no choices in the answer".into());
+            self.measure
+                .error
+                .get_or_insert("no choices in the answer".into());
         }
         let mut content = false;
         for c in choices {
             content |= c.has_content();
             if let Some(f) = c.finish_reason {
-                self.finish_reason = Some(f.into_owned());
+                self.measure.finish_reason = Some(f.into_owned());
             }
         }
         if content && !whole_body {
             match self.last_content_ms {
-                None => self.ttft_ms = Some(at_ms),
-                Some(last) => self.itl_ms.push(at_ms - last),
+                None => self.measure.ttft_ms = Some(at_ms),
+                Some(last) => self.measure.itl_ms.push(at_ms - last),
             }
             self.last_content_ms = Some(at_ms);
         }
         if let Some(u) = a.usage {
-            self.prompt_tokens = u.prompt_tokens;
-            self.completion_tokens = u.completion_tokens;
-            self.cached_tokens = u.cached_tokens;
+            self.measure.prompt_tokens = u.prompt_tokens;
+            self.measure.completion_tokens = u.completion_tokens;
+            self.measure.cached_tokens = u.cached_tokens;
         }
     }
 
@@ -131,7 +125,8 @@ impl Measure {
             Ok(a) => self.take_answer(a, at_ms, false),
             Err(_) => {
                 let shown = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
-                self.error
+                self.measure
+                    .error
                     .get_or_insert(format!("malformed SSE event: {}", one_line(&shown)));
             }
         }
@@ -314,16 +309,16 @@ async fn request<'a>(
     }
 }
 
-async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measure) {
+async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Reading) {
     super::internal::fail_point(super::internal::Stage::Exchange, req.index);
     let (status, sse, mut body) = match request(target, req).await {
         Ok(answer) => answer,
         Err(e) => {
-            m.error = Some(e);
+            m.measure.error = Some(e);
             return;
         }
     };
-    m.http_status = Some(status.as_u16());
+    m.measure.http_status = Some(status.as_u16());
     let mut parser = SseParser::default();
     let mut whole = Vec::new();
     while let Some(chunk) = body.next(target).await {
@@ -336,16 +331,16 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
                 if sse && status.is_success() {
                     parser.feed(bytes, |d| m.take_event(d, at));
                     if parser.pending() > max {
-                        m.e2e_ms = Some(ms_since(sent));
-                        m.error = Some(format!(
+                        m.measure.e2e_ms = Some(ms_since(sent));
+                        m.measure.error = Some(format!(
                             "an event of the answer is over --max-answer-bytes {max} bytes"
                         ));
                         return;
                     }
                 } else {
                     if whole.len().saturating_add(bytes.len()) > max {
-                        m.e2e_ms = Some(ms_since(sent));
-                        m.error = Some(format!(
+                        m.measure.e2e_ms = Some(ms_since(sent));
+                        m.measure.error = Some(format!(
                             "the answer{} is over --max-answer-bytes {max} bytes",
                             if status.is_success() {
                                 String::new()
@@ -359,18 +354,18 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
                 }
             }
             Err(e) => {
-                m.e2e_ms = Some(ms_since(sent));
-                m.error = Some(e);
+                m.measure.e2e_ms = Some(ms_since(sent));
+                m.measure.error = Some(e);
                 return;
             }
         }
     }
     let end = ms_since(sent);
-    m.e2e_ms = Some(end);
+    m.measure.e2e_ms = Some(end);
     if sse && status.is_success() {
         parser.finish(|d| m.take_event(d, end));
-        if !m.done && m.error.is_none() {
-            m.error = Some("stream ended without [DONE]".into());
+        if !m.done && m.measure.error.is_none() {
+            m.measure.error = Some("stream ended without [DONE]".into());
         }
         return;
     }
@@ -380,12 +375,12 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
     match Answer::parse(&whole) {
         Ok(a) => m.take_answer(a, end, status.is_success()),
         Err(_) if status.is_success() => {
-            m.error = Some("the response body is not JSON".into());
+            m.measure.error = Some("the response body is not JSON".into());
         }
         Err(_) => {}
     }
     if !status.is_success() {
-        let detail = m.error.take().unwrap_or_else(|| {
+        let detail = m.measure.error.take().unwrap_or_else(|| {
             // Redacted before the cut, so that no credential the server
             // echoes is left half shown.
             let near = &whole[..whole.len().min(200 + crate::cli::longest_secret())];
@@ -394,7 +389,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Measur
                 &text.as_bytes()[..text.len().min(200)],
             ))
         });
-        m.error = Some(if detail.is_empty() {
+        m.measure.error = Some(if detail.is_empty() {
             format!("HTTP {}", status.as_u16())
         } else {
             format!("HTTP {}: {detail}", status.as_u16())
@@ -457,7 +452,10 @@ pub fn skeleton(
         start_time,
         input_length: req.input_length,
         output_length: req.output_length,
-        status: Status::Cancelled,
+        measure: Measure {
+            status: Status::Cancelled,
+            ..Measure::default()
+        },
         ..ResultRecord::default()
     }
 }
@@ -483,9 +481,9 @@ pub async fn send(
     sent: Instant,
     cancel: impl std::future::Future<Output = ()>,
 ) -> (ResultRecord, Option<Transcript>) {
-    let mut m = Measure {
+    let mut m = Reading {
         transcript: req.keep.then(Transcript::default),
-        ..Measure::default()
+        ..Reading::default()
     };
     let ending = {
         let exchange = exchange(target, req, sent, &mut m);
@@ -507,7 +505,8 @@ pub async fn send(
         }
     };
     let transcript = m.transcript.take().filter(|_| ending == Ending::Finished);
-    fill(&mut result, m, ending);
+    result.measure = m.measure;
+    settle(&mut result.measure, ending);
     (result, transcript)
 }
 
@@ -526,26 +525,24 @@ pub async fn or_error_result(
         Ok(r) => r,
         Err(panic) => {
             let mut r = fallback();
-            r.status = crate::result::Status::Error;
-            r.error = Some(super::internal::describe(&*panic));
+            r.measure.status = crate::result::Status::Error;
+            r.measure.error = Some(super::internal::describe(&*panic));
             (r, None)
         }
     }
 }
 
-/// Copy the measurements into the result and decide its status.
-pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
-    result.http_status = m.http_status;
-    result.first_chunk_ms = m.first_chunk_ms.map(round_us);
-    result.ttft_ms = m.ttft_ms.map(round_us);
-    result.itl_ms = m.itl_ms.into_iter().map(round_us).collect();
-    result.e2e_ms = m.e2e_ms.map(round_us);
-    result.prompt_tokens = m.prompt_tokens;
-    result.completion_tokens = m.completion_tokens;
-    result.cached_tokens = m.cached_tokens;
-    result.finish_reason = m.finish_reason;
+/// Round the measurements to the precision results are written with, and
+/// decide the status.
+pub fn settle(m: &mut Measure, ending: Ending) {
+    for t in [&mut m.first_chunk_ms, &mut m.ttft_ms, &mut m.e2e_ms] {
+        *t = t.map(round_us);
+    }
+    for gap in &mut m.itl_ms {
+        *gap = round_us(*gap);
+    }
     let http_ok = m.http_status.is_some_and(|s| (200..300).contains(&s));
-    (result.status, result.error) = if ending == Ending::Cancelled {
+    (m.status, m.error) = if ending == Ending::Cancelled {
         (
             Status::Cancelled,
             Some("the run stopped before the answer completed".into()),
@@ -555,7 +552,7 @@ pub fn fill(result: &mut ResultRecord, m: Measure, ending: Ending) {
             Status::Timeout,
             Some("no complete answer within --timeout".into()),
         )
-    } else if let Some(e) = m.error {
+    } else if let Some(e) = m.error.take() {
         (Status::Error, Some(e))
     } else if !http_ok {
         (Status::Error, Some("no response".into()))
@@ -588,15 +585,15 @@ mod tests {
         let (r, transcript) = r;
         assert!(transcript.is_none());
         assert_eq!(r.index, 7);
-        assert_eq!(r.status, crate::result::Status::Error);
+        assert_eq!(r.measure.status, crate::result::Status::Error);
         assert_eq!(
-            r.error.as_deref(),
+            r.measure.error.as_deref(),
             Some("internal error: index out of bounds")
         );
     }
 
-    fn feed_all(stream: &[u8]) -> Measure {
-        let mut m = Measure::default();
+    fn feed_all(stream: &[u8]) -> Reading {
+        let mut m = Reading::default();
         let mut p = SseParser::default();
         let mut t = 0.0;
         for chunk in stream.chunks(7) {
@@ -616,22 +613,29 @@ data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}
 data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n\
 data: [DONE]\n\n";
         let m = feed_all(stream);
-        assert!(m.first_chunk_ms.unwrap() < m.ttft_ms.unwrap());
-        assert_eq!(m.itl_ms.len(), 2);
+        assert!(m.measure.first_chunk_ms.unwrap() < m.measure.ttft_ms.unwrap());
+        assert_eq!(m.measure.itl_ms.len(), 2);
         assert_eq!(
-            (m.prompt_tokens, m.completion_tokens, m.cached_tokens),
+            (
+                m.measure.prompt_tokens,
+                m.measure.completion_tokens,
+                m.measure.cached_tokens
+            ),
             (Some(5), Some(3), Some(2))
         );
-        assert_eq!(m.finish_reason.as_deref(), Some("stop"));
-        assert!(m.done && m.error.is_none());
+        assert_eq!(m.measure.finish_reason.as_deref(), Some("stop"));
+        assert!(m.done && m.measure.error.is_none());
     }
 
     #[test]
     fn error_events_and_malformed_data_become_errors() {
         let m =
             feed_all(b"data: {\"error\":{\"message\":\"out of\\nmemory\"}}\n\ndata: [DONE]\n\n");
-        assert_eq!(m.error.as_deref(), Some("out of memory"));
+        assert_eq!(m.measure.error.as_deref(), Some("out of memory"));
         let m = feed_all(b"data: {not json\n\n");
-        assert_eq!(m.error.as_deref(), Some("malformed SSE event: {not json"));
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some("malformed SSE event: {not json")
+        );
     }
 }

@@ -11,7 +11,7 @@ use super::{OnResult, Shared};
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
-use crate::result::{ResultRecord, Status};
+use crate::result::{Measure, ResultRecord, Status};
 
 /// Where results go. Each is written and flushed as it comes.
 #[derive(Clone)]
@@ -66,10 +66,10 @@ impl ResultWriter {
     /// internal error), and the result is written again in its simplest
     /// form, an `error` with its labels.
     pub(super) fn write(&mut self, mut r: ResultRecord) {
-        if r.status == Status::Cancelled {
+        if r.measure.status == Status::Cancelled {
             if let Some(what) = self.shared.internal.get() {
-                r.status = Status::Error;
-                r.error = Some(match r.error.take() {
+                r.measure.status = Status::Error;
+                r.measure.error = Some(match r.measure.error.take() {
                     Some(e) => format!("{what}: {e}"),
                     None => what.clone(),
                 });
@@ -78,9 +78,9 @@ impl ResultWriter {
         // The line is redacted whole below; the error first too, so that
         // a credential the server sent JSON-escaped (escaped twice in the
         // line) is hidden as well.
-        if let Some(e) = &r.error {
+        if let Some(e) = &r.measure.error {
             if let std::borrow::Cow::Owned(hidden) = cli::redact(e) {
-                r.error = Some(hidden);
+                r.measure.error = Some(hidden);
             }
         }
         let wrote = std::panic::catch_unwind(AssertUnwindSafe(|| self.write_one(&r)));
@@ -101,9 +101,11 @@ impl ResultWriter {
                 output_length: r.output_length,
                 warmup: r.warmup,
                 shard: r.shard.take(),
-                status: Status::Error,
-                error: Some(what),
-                ..ResultRecord::default()
+                measure: Measure {
+                    status: Status::Error,
+                    error: Some(what),
+                    ..Measure::default()
+                },
             };
             // Counted once: the first try counted it.
             let line = plain.to_json_line();
@@ -119,7 +121,7 @@ impl ResultWriter {
         let c = &self.shared.counters;
         if !r.warmup {
             c.done.fetch_add(1, Ordering::Relaxed);
-            let counter = match r.status {
+            let counter = match r.measure.status {
                 Status::Ok => &c.ok,
                 Status::Error => &c.errors,
                 Status::Timeout => &c.timeouts,

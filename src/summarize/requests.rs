@@ -8,7 +8,7 @@ use crate::error::{FieldError, Result};
 use crate::io::Output;
 use crate::metrics::Convention;
 use crate::peers::Results;
-use crate::result::{ResultView, round_us};
+use crate::result::{Key, ResultRecord, ResultView, Role, round_us};
 use crate::xlsx::Cell;
 
 /// Per-request export formats.
@@ -22,34 +22,71 @@ pub enum RequestsFormat {
     Otlp,
 }
 
+/// A column of `--requests`: a field of the result, or a figure made of
+/// its fields.
+#[derive(Clone, Copy)]
+enum Column {
+    Field(Key),
+    Lag,
+    /// The convention's TTFT (`--convention`), in the field's place.
+    Ttft,
+    Tpot,
+    ItlCount,
+    ItlMean,
+    ItlMax,
+}
+
+const COLUMN_LIST: [Column; 25] = {
+    use Column::*;
+    [
+        Field(Key::index),
+        Field(Key::id),
+        Field(Key::session_id),
+        Field(Key::model),
+        Field(Key::shard),
+        Field(Key::warmup),
+        Field(Key::status),
+        Field(Key::http_status),
+        Field(Key::error),
+        Field(Key::scheduled_ms),
+        Field(Key::sent_ms),
+        Lag,
+        Ttft,
+        Field(Key::first_chunk_ms),
+        Tpot,
+        Field(Key::e2e_ms),
+        ItlCount,
+        ItlMean,
+        ItlMax,
+        Field(Key::input_length),
+        Field(Key::prompt_tokens),
+        Field(Key::output_length),
+        Field(Key::completion_tokens),
+        Field(Key::cached_tokens),
+        Field(Key::finish_reason),
+    ]
+};
+
 /// The CSV columns, in order.
-pub const COLUMNS: &[&str] = &[
-    "index",
-    "id",
-    "session_id",
-    "model",
-    "shard",
-    "warmup",
-    "status",
-    "http_status",
-    "error",
-    "scheduled_ms",
-    "sent_ms",
-    "lag_ms",
-    "ttft_ms",
-    "first_chunk_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "itl_count",
-    "itl_mean_ms",
-    "itl_max_ms",
-    "input_length",
-    "prompt_tokens",
-    "output_length",
-    "completion_tokens",
-    "cached_tokens",
-    "finish_reason",
-];
+pub const COLUMNS: &[&str] = &names(COLUMN_LIST);
+
+const fn names<const N: usize>(columns: [Column; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = match columns[i] {
+            Column::Field(k) => k.field().name,
+            Column::Lag => "lag_ms",
+            Column::Ttft => "ttft_ms",
+            Column::Tpot => "tpot_ms",
+            Column::ItlCount => "itl_count",
+            Column::ItlMean => "itl_mean_ms",
+            Column::ItlMax => "itl_max_ms",
+        };
+        i += 1;
+    }
+    out
+}
 
 /// What `--requests` adds to each result.
 struct Derived {
@@ -59,6 +96,21 @@ struct Derived {
     itl_count: usize,
     itl_mean_ms: Option<f64>,
     itl_max_ms: Option<f64>,
+}
+
+impl Derived {
+    /// The cell of a column that is no field.
+    fn cell(&self, c: Column) -> Cell {
+        match c {
+            Column::Field(_) => Cell::Empty,
+            Column::Lag => Cell::num(self.lag_ms),
+            Column::Ttft => Cell::num(self.ttft_ms),
+            Column::Tpot => Cell::num(self.tpot_ms),
+            Column::ItlCount => Cell::Number(self.itl_count as f64),
+            Column::ItlMean => Cell::num(self.itl_mean_ms),
+            Column::ItlMax => Cell::num(self.itl_max_ms),
+        }
+    }
 }
 
 fn derive(view: &ResultView, itl: &[f64], convention: Convention) -> Derived {
@@ -73,10 +125,11 @@ fn derive(view: &ResultView, itl: &[f64], convention: Convention) -> Derived {
     }
 }
 
-/// The labels of a result that the per-request row shows and the summary
-/// does not read. A peer's result (crate::peers) may have no schedule.
+/// The labels the row shows, as serde reads them: for a line whose labels
+/// the one-pass reader left (read by serde, or a label given twice), so
+/// that it is refused, or not, in the same words.
 #[derive(serde::Deserialize)]
-struct Labels {
+struct Shown {
     index: u64,
     #[serde(default)]
     id: Option<String>,
@@ -92,43 +145,56 @@ struct Labels {
     finish_reason: Option<String>,
 }
 
-/// The row of [`COLUMNS`] for one result line, whose gaps are `itl`.
+impl Shown {
+    fn cell(&self, key: Key) -> Option<Cell> {
+        let text = |s: &Option<String>| Some(Cell::text(s.as_deref()));
+        match key {
+            Key::index => Some(Cell::Number(self.index as f64)),
+            Key::id => text(&self.id),
+            Key::session_id => text(&self.session_id),
+            Key::model => text(&self.model),
+            Key::shard => text(&self.shard),
+            Key::error => text(&self.error),
+            Key::finish_reason => text(&self.finish_reason),
+            _ => None,
+        }
+    }
+}
+
+/// The row of [`COLUMNS`] for one result line, whose gaps are `itl`: from
+/// the reader's view alone, the line is not read again (but when its labels
+/// are unusual).
 pub fn row(
     line: &str,
     view: &ResultView,
     itl: &[f64],
     convention: Convention,
 ) -> std::result::Result<Vec<Cell>, FieldError> {
-    let r: Labels = serde_json::from_str(line)
-        .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
     let d = derive(view, itl, convention);
-    Ok(vec![
-        Cell::Number(r.index as f64),
-        Cell::text(r.id.as_deref()),
-        Cell::text(r.session_id.as_deref()),
-        Cell::text(r.model.as_deref()),
-        Cell::text(r.shard.as_deref()),
-        Cell::Text(view.warmup.to_string()),
-        Cell::Text(view.status.as_str().to_string()),
-        Cell::count(view.http_status.map(u64::from)),
-        Cell::text(r.error.as_deref()),
-        Cell::num(view.scheduled_ms),
-        Cell::Number(view.sent_ms),
-        Cell::num(d.lag_ms),
-        Cell::num(d.ttft_ms),
-        Cell::num(view.first_chunk_ms),
-        Cell::num(d.tpot_ms),
-        Cell::num(view.e2e_ms),
-        Cell::Number(d.itl_count as f64),
-        Cell::num(d.itl_mean_ms),
-        Cell::num(d.itl_max_ms),
-        Cell::count(view.input_length),
-        Cell::count(view.prompt_tokens),
-        Cell::count(view.output_length),
-        Cell::count(view.completion_tokens),
-        Cell::count(view.cached_tokens),
-        Cell::text(r.finish_reason.as_deref()),
-    ])
+    let fast = || -> Option<Vec<Cell>> {
+        COLUMN_LIST
+            .iter()
+            .map(|&c| match c {
+                Column::Field(k) => view.cell(k),
+                _ => Some(d.cell(c)),
+            })
+            .collect()
+    };
+    if let Some(cells) = view.labels.read.then(fast).flatten() {
+        return Ok(cells);
+    }
+    let shown: Shown = serde_json::from_str(line)
+        .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
+    Ok(COLUMN_LIST
+        .iter()
+        .map(|&c| match c {
+            Column::Field(k) if k.field().role == Role::Label => {
+                shown.cell(k).unwrap_or(Cell::Empty)
+            }
+            Column::Field(k) => view.cell(k).unwrap_or(Cell::Empty),
+            _ => d.cell(c),
+        })
+        .collect())
 }
 
 /// Write one row per result of `lines`.
@@ -175,19 +241,61 @@ pub fn export(
             }
             None => {
                 let d = derive(&view, &itl, convention);
-                let mut obj: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
+                let text = json_row(line, &view, &itl, &d).map_err(|e| {
                     FieldError::record(format!("is not a JSON object: {e}")).at(&loc)
                 })?;
-                obj.insert("lag_ms".into(), json!(d.lag_ms));
-                obj.insert("tpot_ms".into(), json!(d.tpot_ms));
-                obj.insert("itl_count".into(), json!(d.itl_count));
-                obj.insert("itl_mean_ms".into(), json!(d.itl_mean_ms));
-                obj.insert("itl_max_ms".into(), json!(d.itl_max_ms));
-                out.write_line(Value::Object(obj).to_string().as_bytes())?;
+                out.write_line(text.as_bytes())?;
             }
         }
     }
     Ok(())
+}
+
+/// What `--requests json` adds to a line, in order.
+fn added(d: &Derived) -> [(&'static str, Value); 5] {
+    [
+        ("lag_ms", json!(d.lag_ms)),
+        ("tpot_ms", json!(d.tpot_ms)),
+        ("itl_count", json!(d.itl_count)),
+        ("itl_mean_ms", json!(d.itl_mean_ms)),
+        ("itl_max_ms", json!(d.itl_max_ms)),
+    ]
+}
+
+/// The result line with the figures `--requests json` adds, as serde_json
+/// writes the line read into a map. A line as trace-replay writes it (the
+/// text its record gives back) is that text already: the figures follow it,
+/// and the line is not read again.
+fn json_row(
+    line: &str,
+    view: &ResultView,
+    itl: &[f64],
+    d: &Derived,
+) -> std::result::Result<String, serde_json::Error> {
+    if let Some(mut text) = ResultRecord::from_view(view, itl)
+        .map(|r| r.to_json_line())
+        .filter(|text| text == line)
+    {
+        text.pop();
+        for (key, value) in added(d) {
+            text.push_str(",\"");
+            text.push_str(key);
+            text.push_str("\":");
+            text.push_str(&value.to_string());
+        }
+        text.push('}');
+        return Ok(text);
+    }
+    json_row_by_map(line, d)
+}
+
+/// [`json_row`] for any line: read into a map, the figures set in it.
+fn json_row_by_map(line: &str, d: &Derived) -> std::result::Result<String, serde_json::Error> {
+    let mut obj: Map<String, Value> = serde_json::from_str(line)?;
+    for (key, value) in added(d) {
+        obj.insert(key.into(), value);
+    }
+    Ok(Value::Object(obj).to_string())
 }
 
 /// Move the rows written so far to the output (a closed pipe then ends
@@ -250,8 +358,13 @@ mod otlp {
         let mut buf = Vec::with_capacity(2048);
         while let Some((loc, line)) = lines.next_line()? {
             let parsed = ResultView::read(line, &mut itl).and_then(|view| {
-                let record: ResultRecord = serde_json::from_str(line)
-                    .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?;
+                // The line is read once: serde only where the view cannot
+                // tell (and to say why a line is refused).
+                let record = match ResultRecord::from_view(&view, &itl) {
+                    Some(r) => r,
+                    None => serde_json::from_str(line)
+                        .map_err(|e| FieldError::record(format!("is not a result record: {e}")))?,
+                };
                 let sent_us = us(record.sent_ms);
                 let start_us = crate::time::parse_datetime(&record.start_time)
                     .filter(|d| d.has_zone)
@@ -377,7 +490,7 @@ mod otlp {
         let span = span_id(run, r, r.id.as_deref());
         let trace = trace_id(run, r, &span);
         let start_ns = (run.origin_us + us(r.sent_ms)) * 1000;
-        let end_ns = start_ns + r.e2e_ms.map_or(0, us) * 1000;
+        let end_ns = start_ns + r.measure.e2e_ms.map_or(0, us) * 1000;
         let mut attrs = vec![text("gen_ai.operation.name", "chat")];
         if let Some(m) = &r.model {
             attrs.push(text("gen_ai.request.model", m));
@@ -388,16 +501,16 @@ mod otlp {
         if let Some(s) = &r.session_id {
             attrs.push(text("gen_ai.conversation.id", s));
         }
-        if let Some(n) = r.prompt_tokens {
+        if let Some(n) = r.measure.prompt_tokens {
             attrs.push(int("gen_ai.usage.input_tokens", n));
         }
-        if let Some(n) = r.completion_tokens {
+        if let Some(n) = r.measure.completion_tokens {
             attrs.push(int("gen_ai.usage.output_tokens", n));
         }
-        if let Some(n) = r.cached_tokens {
+        if let Some(n) = r.measure.cached_tokens {
             attrs.push(int("gen_ai.usage.cache_read.input_tokens", n));
         }
-        if let Some(f) = &r.finish_reason {
+        if let Some(f) = &r.measure.finish_reason {
             attrs.push(attr(
                 "gen_ai.response.finish_reasons",
                 "arrayValue",
@@ -411,15 +524,15 @@ mod otlp {
                 json!(ms / 1000.0),
             ));
         }
-        if let Some(code) = r.http_status {
+        if let Some(code) = r.measure.http_status {
             attrs.push(int("http.response.status_code", u64::from(code)));
         }
-        let failed = r.status != Status::Ok;
+        let failed = r.measure.status != Status::Ok;
         if failed {
             // Semantic conventions: the HTTP status where there was one.
-            let kind = match r.http_status {
+            let kind = match r.measure.http_status {
                 Some(code) if code >= 400 => code.to_string(),
-                _ => r.status.as_str().to_string(),
+                _ => r.measure.status.as_str().to_string(),
             };
             attrs.push(text("error.type", &kind));
         }
@@ -457,13 +570,47 @@ mod otlp {
         }
         obj["status"] = if failed {
             let message = r
+                .measure
                 .error
                 .clone()
-                .unwrap_or_else(|| r.status.as_str().to_string());
+                .unwrap_or_else(|| r.measure.status.as_str().to_string());
             json!({"code": STATUS_ERROR, "message": message})
         } else {
             json!({})
         };
         obj
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line as trace-replay writes it gets the figures without being
+    /// read again, in the very text the map gives; other lines go by the
+    /// map.
+    #[test]
+    fn json_rows_are_the_map_form() {
+        let lines = [
+            r#"{"index":0,"id":"a\"b","scheduled_ms":10.0,"sent_ms":10.5,"start_time":"2026-11-23T10:00:00Z","ttft_ms":100.0,"first_chunk_ms":null,"e2e_ms":400.25,"itl_ms":[100.0,200.5],"input_length":5,"output_length":null,"prompt_tokens":6,"completion_tokens":4,"cached_tokens":null,"finish_reason":"stop","status":"ok","http_status":200}"#,
+            r#"{"index":1,"session_id":"s","turn":2,"after":["a"],"scheduled_ms":12.5,"sent_ms":0.0,"start_time":"t","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":null,"output_length":null,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":null,"error":"x","warmup":true,"shard":"1/2"}"#,
+            // Not as trace-replay writes them: white space, a number
+            // written otherwise, a key of its own, a figure already there.
+            r#"{"index":2, "sent_ms":5,"status":"ok"}"#,
+            r#"{"index":3,"scheduled_ms":1.50,"sent_ms":2.0,"start_time":"t","itl_ms":[],"status":"ok"}"#,
+            r#"{"index":4,"scheduled_ms":1.0,"sent_ms":2.0,"start_time":"t","itl_ms":[1.0],"status":"ok","lag_ms":9}"#,
+        ];
+        for (i, line) in lines.into_iter().enumerate() {
+            let mut itl = Vec::new();
+            let view = ResultView::read(line, &mut itl).unwrap();
+            let written = ResultRecord::from_view(&view, &itl).map(|r| r.to_json_line());
+            assert_eq!(written.as_deref() == Some(line), i < 2, "{line}");
+            let d = derive(&view, &itl, Convention::Tracekit);
+            assert_eq!(
+                json_row(line, &view, &itl, &d).unwrap(),
+                json_row_by_map(line, &d).unwrap(),
+                "{line}"
+            );
+        }
     }
 }

@@ -604,6 +604,40 @@ fn one_row_per_request_for_spreadsheets() {
     );
 }
 
+/// Rows whose labels the one-pass reader leaves to serde (an escaped text
+/// in a line with an exponent, a label given twice) are what serde reads,
+/// and a line serde refuses is refused in its words.
+#[test]
+fn rows_with_unusual_labels_are_read_as_serde_reads_them() {
+    let input = concat!(
+        r#"{"index":0,"id":"a\"b\u00e9","model":"m","sent_ms":1.05e1,"status":"ok","itl_ms":[1.5,2.5],"completion_tokens":3,"e2e_ms":20}"#,
+        "\n",
+        r#"{"index":1,"id":"x","id":"y","sent_ms":5,"status":"ok"}"#,
+        "\n",
+        r#"{"index":2,"turn":1,"turn":2,"sent_ms":5,"status":"error","finish_reason":"length"}"#,
+        "\n"
+    );
+    let run = Cmd::new("trace-summarize")
+        .args(["--requests", "csv", "--skip-invalid"])
+        .stdin(input)
+        .run();
+    run.code(0);
+    // Row 0: sent 1.05e1 = 10.5, gaps 1.5 and 2.5 (mean 2, max 2.5), no
+    // TTFT so no TPOT. Line 2 names `id` twice; a `turn` given twice is
+    // not shown, and its line is kept.
+    assert_text_eq(
+        &run.stdout_str(),
+        "index,id,session_id,model,shard,warmup,status,http_status,error,scheduled_ms,sent_ms,lag_ms,ttft_ms,first_chunk_ms,tpot_ms,e2e_ms,itl_count,itl_mean_ms,itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tokens,finish_reason\n\
+         0,\"a\"\"bé\",,m,,false,ok,,,,10.5,,,,,20,2,2,2.5,,,,3,,\n\
+         2,,,,,false,error,,,,5,,,,,,0,,,,,,,,length\n",
+    );
+    assert_text_eq(
+        &run.stderr,
+        "trace-summarize: <stdin>:2: warning: is not a result record: duplicate field `id` at line 1 column 24 (skipped)\n\
+         trace-summarize: warning: skipped 1 invalid record\n",
+    );
+}
+
 #[test]
 fn plots_overlay_runs_and_keep_the_spike() {
     let dir = TestDir::new("summarize-plot");
