@@ -273,31 +273,22 @@ impl Kept {
     /// request has it, comma-separated (nothing when it has none).
     fn write_tail(&mut self, req: &Request, messages: Option<(Value, Option<Value>)>) {
         let out = &mut self.bytes;
-        let mut first = true;
-        let mut key = |out: &mut Vec<u8>, name: &str| {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            out.push(b'"');
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\":");
-        };
+        let mut key = Members::default();
         if let Some(model) = &req.model {
-            key(out, "model");
+            key.open(out, "model");
             json(out, model);
         }
         let has_messages = messages.is_some();
         if let Some((m, tools)) = messages {
-            key(out, "messages");
+            key.open(out, "messages");
             json(out, &m);
             if let Some(t) = tools {
-                key(out, "tools");
+                key.open(out, "tools");
                 json(out, &t);
             }
         }
         if let Some(id) = &req.id {
-            key(out, "id");
+            key.open(out, "id");
             json(out, id);
         }
         let o = &req.observed;
@@ -319,43 +310,34 @@ impl Kept {
         if !any && req.fate == Fate::Ok {
             return;
         }
-        key(out, "observed");
+        key.open(out, "observed");
         out.push(b'{');
-        let mut first = true;
-        let mut field = |out: &mut Vec<u8>, name: &str| {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            out.push(b'"');
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\":");
-        };
+        let mut field = Members::default();
         if let Some(n) = prompt_tokens {
-            field(out, "prompt_tokens");
+            field.open(out, "prompt_tokens");
             let _ = write!(out, "{n}");
         }
         if let Some(n) = o.completion_tokens {
-            field(out, "completion_tokens");
+            field.open(out, "completion_tokens");
             let _ = write!(out, "{n}");
         }
         if let Some(ms) = o.ttft_ms {
-            field(out, "ttft_ms");
+            field.open(out, "ttft_ms");
             json(out, &ms_value(ms));
         }
         if let Some(ms) = o.e2e_ms {
-            field(out, "e2e_ms");
+            field.open(out, "e2e_ms");
             json(out, &ms_value(ms));
         }
         if let Some(n) = o.cached_tokens {
-            field(out, "cached_tokens");
+            field.open(out, "cached_tokens");
             let _ = write!(out, "{n}");
         }
         if !o.counted.is_empty() {
-            field(out, "counted");
+            field.open(out, "counted");
             json(out, &o.counted);
         }
-        field(out, "status");
+        field.open(out, "status");
         json(out, status);
         out.push(b'}');
     }
@@ -577,5 +559,24 @@ fn tail(buf: &mut Vec<u8>, c: &Held, arena: &Arena) {
     if c.tail_len > 0 {
         buf.push(b',');
         buf.extend_from_slice(c.tail(arena));
+    }
+}
+
+/// The members of one JSON object being written: each `"name":`, with
+/// the comma before every one but the first.
+#[derive(Default)]
+struct Members {
+    written: bool,
+}
+
+impl Members {
+    fn open(&mut self, out: &mut Vec<u8>, name: &str) {
+        if self.written {
+            out.push(b',');
+        }
+        self.written = true;
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
     }
 }
