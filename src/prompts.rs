@@ -220,10 +220,7 @@ pub enum PromptForm {
 /// Does the record still need a prompt? It does when it has
 /// `input_length` and none of the other input modes.
 pub fn needs_prompt(rec: &Record) -> bool {
-    rec.contains("input_length")
-        && !["text_input", "messages", "payload", "prompt_token_ids"]
-            .iter()
-            .any(|k| rec.contains(k))
+    rec.input_mode() == Some(crate::record::InputMode::Length)
 }
 
 /// The prompt a record asks for, checking `hash_ids` against

@@ -293,6 +293,24 @@ impl<'a> Record<'a> {
         self.opt("model", string)
     }
 
+    /// The input modes whose fields the record has: the one place the
+    /// rule is stated (validate checks there is exactly one; synth and
+    /// replay synthesize a prompt only for [`InputMode::Length`]).
+    pub fn input_modes(&self) -> impl Iterator<Item = InputMode> + '_ {
+        InputMode::ALL
+            .into_iter()
+            .filter(|m| self.contains(m.field()))
+    }
+
+    /// The record's input mode, when it has exactly one.
+    pub fn input_mode(&self) -> Option<InputMode> {
+        let mut modes = self.input_modes();
+        match (modes.next(), modes.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+
     /// `id`: a string.
     pub fn id(&self) -> Result<Option<Cow<'_, str>>, FieldError> {
         self.opt("id", string)
@@ -826,9 +844,7 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
         check_observed(v, errors);
     }
 
-    let mut modes = InputMode::ALL
-        .into_iter()
-        .filter(|m| rec.contains(m.field()));
+    let mut modes = rec.input_modes();
     match (modes.next(), modes.next()) {
         (None, _) => errors.push(FieldError::record(
             "no prompt: a record needs one of `input_length`, `text_input`, `messages`, `payload` or `prompt_token_ids`",
@@ -875,11 +891,8 @@ pub fn check(rec: &Record, block_size: u64, errors: &mut Vec<FieldError>) -> Che
 /// ", this record's is `F`" when the record has exactly one input mode, for
 /// messages about a field of another mode.
 fn mode_of_record(rec: &Record) -> String {
-    let mut modes = InputMode::ALL
-        .into_iter()
-        .filter(|m| rec.contains(m.field()));
-    match (modes.next(), modes.next()) {
-        (Some(one), None) => format!("; this record's is `{}`", one.field()),
+    match rec.input_mode() {
+        Some(one) => format!("; this record's is `{}`", one.field()),
         _ => String::new(),
     }
 }
