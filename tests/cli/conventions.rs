@@ -234,20 +234,18 @@ fn tracekit_default_and_names_beside_it() {
     run.ok();
     let text = run.stdout_str();
     // Each figure under its peer's own name.
-    for name in [
-        "Time to First Token",
-        "Inter Token Latency",
-        "Inter Chunk Latency",
-        "Request Latency",
-        "time_per_output_token_ms",
-        "inter_token_latency_ms",
-        "request_latency",
-    ] {
-        assert!(
-            text.lines().any(|l| l.starts_with(name)),
-            "no row {name} in\n{text}"
-        );
-    }
+    crate::util::assert_rows(
+        &text,
+        &[
+            "Time to First Token",
+            "Inter Token Latency",
+            "Inter Chunk Latency",
+            "Request Latency",
+            "time_per_output_token_ms",
+            "inter_token_latency_ms",
+            "request_latency",
+        ],
+    );
     assert!(
         text.contains(" 1 (1 of them counted one token per content chunk)\n"),
         "{text}"

@@ -116,17 +116,15 @@ fn aiperf_export_summarizes_as_aiperf_printed_it() {
         .run();
     run.code(0);
     let text = run.stdout_str();
-    for name in [
-        "Time to First Token",
-        "Inter Token Latency",
-        "Inter Chunk Latency",
-        "Request Latency",
-    ] {
-        assert!(
-            text.lines().any(|l| l.starts_with(name)),
-            "{name} in\n{text}"
-        );
-    }
+    crate::util::assert_rows(
+        &text,
+        &[
+            "Time to First Token",
+            "Inter Token Latency",
+            "Inter Chunk Latency",
+            "Request Latency",
+        ],
+    );
 }
 
 #[test]

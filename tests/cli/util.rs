@@ -312,3 +312,13 @@ pub fn head_one(cmd: &mut Command) -> (String, std::process::Output) {
         .unwrap();
     (first, child.wait_with_output().unwrap())
 }
+
+/// Each of `names` begins a line of `text` (a row of a printed table).
+pub fn assert_rows(text: &str, names: &[&str]) {
+    for name in names {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "no row {name} in\n{text}"
+        );
+    }
+}
