@@ -125,13 +125,7 @@ pub fn write(
         // window, as the CSV series has them.
         let mut lines = super::server::windows_csv(overall, true).into_iter();
         let keys = lines.next().unwrap_or_default();
-        let headers: Vec<String> = keys
-            .iter()
-            .map(|k| match window_unit(k) {
-                "" => k.clone(),
-                u => format!("{k} ({u})"),
-            })
-            .collect();
+        let headers = window_headers(&keys);
         let rows: Vec<Vec<Cell>> = lines.map(|r| r.iter().map(|v| cell(v)).collect()).collect();
         book.add_table("windows", &headers, &rows)?;
     } else if let Some(series) = overall.get("windows").and_then(Value::as_array) {
@@ -142,13 +136,7 @@ pub fn write(
             .and_then(Value::as_object)
             .map(|w| w.keys().cloned().collect())
             .unwrap_or_default();
-        let headers: Vec<String> = keys
-            .iter()
-            .map(|k| match window_unit(k) {
-                "" => k.clone(),
-                u => format!("{k} ({u})"),
-            })
-            .collect();
+        let headers = window_headers(&keys);
         let rows: Vec<Vec<Cell>> = series
             .iter()
             .map(|w| {
@@ -160,6 +148,16 @@ pub fn write(
         book.add_table("windows", &headers, &rows)?;
     }
     book.close()
+}
+
+/// A window table's column names, each with its unit.
+fn window_headers(keys: &[String]) -> Vec<String> {
+    keys.iter()
+        .map(|k| match window_unit(k) {
+            "" => k.clone(),
+            u => format!("{k} ({u})"),
+        })
+        .collect()
 }
 
 /// The unit of a column of the time series.
