@@ -54,16 +54,8 @@ fn bifrost_gateway_tree_keeps_the_one_llm_call_with_its_nanosecond_ttft() {
                 "ttft_ms": 4.825, "e2e_ms": 4129.673, "status": "ok"}}),
         ],
     );
-    assert!(
-        run.stderr.contains("recognised as otel input"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains(": 15 spans read, 1 model call\n"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("recognised as otel input");
+    run.stderr_has(": 15 spans read, 1 model call\n");
 }
 
 #[test]
@@ -125,11 +117,7 @@ fn bifrost_collector_export_out_of_order_parallel_calls() {
             ),
         ],
     );
-    assert!(
-        run.stderr.contains(": 8 spans read, 5 model calls\n"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(": 8 spans read, 5 model calls\n");
 }
 
 #[test]
@@ -449,11 +437,7 @@ fn jaeger_download_microseconds_and_the_model_name_behind_unknown() {
             "packetpanic.supervisor_bbc6ca13-1267-47cd-849a-795ff50a7874"
         );
     }
-    assert!(
-        run.stderr.contains(": 77 spans read, 4 model calls\n"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(": 77 spans read, 4 model calls\n");
 }
 
 #[test]
@@ -533,11 +517,7 @@ fn vercel_provider_calls_only_with_ms_ttft() {
                     "e2e_ms": 5386.307, "cached_tokens": 0, "status": "ok"}}),
         ],
     );
-    assert!(
-        run.stderr.contains(": 10 spans read, 4 model calls\n"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(": 10 spans read, 4 model calls\n");
 }
 
 // ---- Small files of our own: one per attribute variant. ----
@@ -898,10 +878,10 @@ fn media_parts_of_prompts_are_left_out_and_counted_in_the_note() {
         got[0]["messages"],
         json!([{"role": "user", "content": "what is on these?"}])
     );
-    assert!(run.stderr.contains(note), "{}", run.stderr);
+    run.stderr_has(note);
     let run = Cmd::new("trace-convert").arg(&path).run();
     assert_eq!(records(&run).len(), 2);
-    assert!(run.stderr.contains(note), "{}", run.stderr);
+    run.stderr_has(note);
 }
 
 // ---- Bad input. ----
@@ -918,16 +898,8 @@ fn malformed_line_names_file_and_line_and_skip_invalid_goes_on() {
         .arg("bad.jsonl")
         .run();
     run.code(2);
-    assert!(
-        run.stderr.contains("trace-convert: bad.jsonl:2:"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("error: malformed JSON"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("trace-convert: bad.jsonl:2:");
+    run.stderr_has("error: malformed JSON");
     let run = Cmd::new("trace-convert")
         .args(["--skip-invalid"])
         .arg(&path)
@@ -1014,16 +986,8 @@ fn bad_time_and_bad_count_name_span_field_and_value() {
         "{}",
         run.stderr
     );
-    assert!(
-        run.stderr.contains("t.json: 2 spans read, 0 model calls\n"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("2 records read, 0 written, 2 invalid"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("t.json: 2 spans read, 0 model calls\n");
+    run.stderr_has("2 records read, 0 written, 2 invalid");
 }
 
 #[test]
@@ -1033,12 +997,8 @@ fn a_document_of_no_spans_is_an_error() {
         .stdin("{\"hello\": 1}\n")
         .run();
     run.code(2);
-    assert!(
-        run.stderr.contains(
-            "trace-convert: <stdin>:1: error: not an OpenTelemetry document or span (keys: hello)"
-        ),
-        "{}",
-        run.stderr
+    run.stderr_has(
+        "trace-convert: <stdin>:1: error: not an OpenTelemetry document or span (keys: hello)",
     );
 }
 
@@ -1661,11 +1621,7 @@ fn otlp_protobuf_converts_to_the_same_trace_as_its_json_twin() {
             let run = Cmd::new("trace-convert").arg(&path).run();
             run.code(0);
             assert_eq!(run.stdout_str(), json_run.stdout_str(), "{name} as {file}");
-            assert!(
-                run.stderr.contains("recognised as otel input"),
-                "{}",
-                run.stderr
-            );
+            run.stderr_has("recognised as otel input");
             let spans = json_run
                 .stderr
                 .lines()
@@ -1696,7 +1652,7 @@ fn bad_otlp_protobuf_names_the_file_and_byte_and_never_panics() {
         "trace-convert: {}:1: error: malformed OTLP protobuf (byte 0): failed to decode Protobuf message: ",
         cut.display()
     );
-    assert!(run.stderr.contains(&want), "{}", run.stderr);
+    run.stderr_has(&want);
     // A frame that claims more bytes than are left.
     let mut framed = (whole.len() as u32 + 10).to_be_bytes().to_vec();
     framed.extend_from_slice(&whole);
@@ -1709,7 +1665,7 @@ fn bad_otlp_protobuf_names_the_file_and_byte_and_never_panics() {
         whole.len() + 10,
         whole.len()
     );
-    assert!(run.stderr.contains(&want), "{}", run.stderr);
+    run.stderr_has(&want);
 }
 
 #[test]

@@ -116,6 +116,30 @@ impl Run {
         self
     }
 
+    /// Stderr holds `want` somewhere; the assertion shows all of it.
+    #[track_caller]
+    pub fn stderr_has(&self, want: &str) -> &Run {
+        assert!(
+            self.stderr.contains(want),
+            "\n{}\nstderr lacks {want:?}\n--- stderr ---\n{}",
+            self.desc,
+            self.stderr
+        );
+        self
+    }
+
+    /// Stdout holds `want` somewhere; the assertion shows all of it.
+    #[track_caller]
+    pub fn stdout_has(&self, want: &str) -> &Run {
+        let out = self.stdout_str();
+        assert!(
+            out.contains(want),
+            "\n{}\nstdout lacks {want:?}\n--- stdout ---\n{out}",
+            self.desc
+        );
+        self
+    }
+
     /// Exit 0 with nothing on stderr.
     #[track_caller]
     pub fn ok(&self) -> &Run {
