@@ -14,9 +14,9 @@
 //! Its readers: [`peek`] (the filters' scanner: the raw text of a few
 //! top-level members), the replay's answer reader
 //! (`crate::engine::answer`), the `hash_ids` reader
-//! (`crate::record::integer_array`) and, through the free functions
-//! [`ws`], [`string`], [`value`] and [`decimal`], the result reader.
-//! The tests' `differential` harness holds each of them against serde.
+//! (`crate::record::integer_array`) and the result reader
+//! (`crate::result`, `read_fast`). The tests' `differential` harness
+//! holds each of them against serde.
 
 use std::marker::PhantomData;
 
@@ -121,37 +121,41 @@ impl<'a, G: Grammar> Cursor<'a, G> {
         &mut self,
         mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
     ) -> Option<()> {
-        self.open(b'{')?;
-        self.ws();
-        if self.peek()? != b'}' {
-            loop {
-                self.ws();
-                let (key, escaped) = self.string()?;
-                if escaped {
-                    return None;
-                }
-                self.ws();
-                if self.bump()? != b':' {
-                    return None;
-                }
-                self.ws();
-                member(self, key)?;
-                self.ws();
-                if self.peek()? != b',' {
-                    break;
-                }
-                self.i += 1;
+        self.items(b'{', b'}', |c| {
+            let (key, escaped) = c.string()?;
+            if escaped {
+                return None;
             }
-        }
-        self.close(b'}')
+            c.ws();
+            if c.bump()? != b':' {
+                return None;
+            }
+            c.ws();
+            member(c, key)
+        })
     }
 
     /// An array; `item` reads each item.
     #[inline]
-    pub fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.open(b'[')?;
+    pub fn array(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', item)
+    }
+
+    /// A container from `open` to `close`, `item` reading each item
+    /// (white space around items is passed over here).
+    #[inline]
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.depth += 1;
+        if self.bump()? != open || self.depth > G::DEPTH {
+            return None;
+        }
         self.ws();
-        if self.peek()? != b']' {
+        if self.peek()? != close {
             loop {
                 self.ws();
                 item(self)?;
@@ -162,19 +166,8 @@ impl<'a, G: Grammar> Cursor<'a, G> {
                 self.i += 1;
             }
         }
-        self.close(b']')
-    }
-
-    #[inline]
-    fn open(&mut self, c: u8) -> Option<()> {
-        self.depth += 1;
-        (self.bump()? == c && self.depth <= G::DEPTH).then_some(())
-    }
-
-    #[inline]
-    fn close(&mut self, c: u8) -> Option<()> {
         self.depth -= 1;
-        (self.bump()? == c).then_some(())
+        (self.bump()? == close).then_some(())
     }
 
     /// A string's raw text between its quotes, and whether it has escapes.
@@ -335,27 +328,11 @@ pub fn peek<'a, const N: usize>(line: &'a str, keys: [&str; N]) -> Option<[Optio
 
 /// Index of the first byte at or after `i` that is not JSON white space.
 #[inline]
-pub(crate) fn ws(b: &[u8], mut i: usize) -> usize {
+fn ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
         i += 1;
     }
     i
-}
-
-/// End (exclusive) of the value starting at `i`, inside `depth`
-/// containers (by [`Lines`]' rules).
-pub(crate) fn value(b: &[u8], i: usize, depth: usize) -> Option<usize> {
-    let mut c = Cursor::<Lines>::at(b, i, u32::try_from(depth).ok()?);
-    c.skip()?;
-    Some(c.i)
-}
-
-/// End (exclusive, past the closing quote) of the string starting at `i`.
-#[inline]
-pub(crate) fn string(b: &[u8], i: usize) -> Option<usize> {
-    let mut c = Cursor::<Lines>::at(b, i, 0);
-    c.string()?;
-    Some(c.i)
 }
 
 /// Where the text of a string stops, from `i` on: at a quote, a backslash

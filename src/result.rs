@@ -18,6 +18,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
+use crate::json::Cursor;
 use crate::record::{MAX_SPAN_MS, MAX_TOKENS};
 use crate::xlsx::Cell;
 
@@ -285,16 +286,13 @@ macro_rules! result_fields {
         }
 
         impl<'a> ResultView<'a> {
-            /// Read the value of `key` at `i`; where it ends.
+            /// Read the value of `key` under the cursor.
             #[inline]
-            fn read_key(&mut self, key: Key, line: &'a str, i: usize, itl: &mut Vec<f64>) -> Option<usize> {
+            fn read_key(&mut self, key: Key, c: &mut Cursor<'a>, line: &'a str, itl: &mut Vec<f64>) -> Option<()> {
                 match key {
-                    $(Key::$name => {
-                        let (v, end) = Slot::fast(line, i, itl)?;
-                        at!(self, $role, $name) = v;
-                        Some(end)
-                    })*
+                    $(Key::$name => at!(self, $role, $name) = Slot::fast(c, line, itl)?,)*
                 }
+                Some(())
             }
 
             /// Every figure within [the result's limits](MAX_RESULT_TIME_MS), so
@@ -738,193 +736,138 @@ const REQUIRED: u32 = {
 
 /// How the one-pass reader reads a value of the view (its type).
 trait Slot<'a>: Sized {
-    /// The value at `i` and where it ends; `None` for anything unusual.
-    fn fast(line: &'a str, i: usize, itl: &mut Vec<f64>) -> Option<(Self, usize)>;
+    /// The value under the cursor, which is left past it; `None` for
+    /// anything unusual. `line` is the cursor's text, to borrow from.
+    fn fast(c: &mut Cursor<'a>, line: &'a str, itl: &mut Vec<f64>) -> Option<Self>;
 }
 
-/// `null`, or what `parse` reads.
+/// `null`, or what `read` reads.
 #[inline]
-fn optional<T>(
-    b: &[u8],
-    i: usize,
-    parse: impl Fn(&[u8], usize) -> Option<(T, usize)>,
-) -> Option<(Option<T>, usize)> {
-    if b[i..].starts_with(b"null") {
-        Some((None, i + 4))
+fn optional<'a, T>(
+    c: &mut Cursor<'a>,
+    read: impl FnOnce(&mut Cursor<'a>) -> Option<T>,
+) -> Option<Option<T>> {
+    if c.peek()? == b'n' {
+        c.literal(b"null").map(|()| None)
     } else {
-        parse(b, i).map(|(v, end)| (Some(v), end))
+        read(c).map(Some)
     }
-}
-
-/// A plain non-negative integer (no sign, fraction or exponent).
-#[inline]
-fn integer(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
-    let start = i;
-    let mut v: u64 = 0;
-    while i < b.len() && b[i].is_ascii_digit() {
-        v = v.checked_mul(10)?.checked_add(u64::from(b[i] - b'0'))?;
-        i += 1;
-    }
-    let len = i - start;
-    let clean = len > 0 && (len == 1 || b[start] != b'0');
-    (clean && !matches!(b.get(i), Some(b'.' | b'e' | b'E'))).then_some((v, i))
 }
 
 impl<'a> Slot<'a> for f64 {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(f64, usize)> {
-        crate::json::decimal(line.as_bytes(), i)
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<f64> {
+        c.decimal()
     }
 }
 
 impl<'a> Slot<'a> for Option<f64> {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<f64>, usize)> {
-        optional(line.as_bytes(), i, crate::json::decimal)
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<Option<f64>> {
+        optional(c, Cursor::decimal)
     }
 }
 
 impl<'a> Slot<'a> for Option<u64> {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<u64>, usize)> {
-        optional(line.as_bytes(), i, integer)
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<Option<u64>> {
+        optional(c, Cursor::integer)
     }
 }
 
 impl<'a> Slot<'a> for Option<u16> {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<u16>, usize)> {
-        let (v, end) = optional(line.as_bytes(), i, integer)?;
-        let v = match v {
-            Some(code) => Some(u16::try_from(code).ok()?),
-            None => None,
-        };
-        Some((v, end))
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<Option<u16>> {
+        match optional(c, Cursor::integer)? {
+            Some(code) => u16::try_from(code).ok().map(Some),
+            None => Some(None),
+        }
     }
 }
 
 impl<'a> Slot<'a> for Status {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Status, usize)> {
-        let end = crate::json::string(line.as_bytes(), i)?;
-        let status = match &line[i..end] {
-            "\"ok\"" => Status::Ok,
-            "\"error\"" => Status::Error,
-            "\"timeout\"" => Status::Timeout,
-            "\"cancelled\"" => Status::Cancelled,
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<Status> {
+        Some(match c.string()? {
+            (b"ok", _) => Status::Ok,
+            (b"error", _) => Status::Error,
+            (b"timeout", _) => Status::Timeout,
+            (b"cancelled", _) => Status::Cancelled,
             _ => return None,
-        };
-        Some((status, end))
+        })
     }
 }
 
 impl<'a> Slot<'a> for bool {
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(bool, usize)> {
-        let b = line.as_bytes();
-        if b[i..].starts_with(b"true") {
-            Some((true, i + 4))
-        } else if b[i..].starts_with(b"false") {
-            Some((false, i + 5))
-        } else {
-            None
+    fn fast(c: &mut Cursor<'a>, _: &'a str, _: &mut Vec<f64>) -> Option<bool> {
+        match c.peek()? {
+            b't' => c.literal(b"true").map(|()| true),
+            _ => c.literal(b"false").map(|()| false),
         }
     }
 }
 
 impl<'a> Slot<'a> for Option<Gaps<'a>> {
-    /// The gaps into `itl`, each ≥ 0.
+    /// The gaps into `itl`, each ≥ 0; a `null` is kept as its text
+    /// (serde refuses it where a list must be).
     #[inline]
-    fn fast(line: &'a str, start: usize, itl: &mut Vec<f64>) -> Option<(Option<Gaps<'a>>, usize)> {
-        use crate::json::{decimal, ws};
-        let b = line.as_bytes();
-        let end = if b[start..].starts_with(b"null") {
-            start + 4
-        } else {
-            if b.get(start) != Some(&b'[') {
-                return None;
-            }
-            let mut i = ws(b, start + 1);
-            if b.get(i) == Some(&b']') {
-                i + 1
-            } else {
-                loop {
-                    let (v, end) = decimal(b, i)?;
-                    if v < 0.0 {
-                        return None;
-                    }
-                    itl.push(v);
-                    i = ws(b, end);
-                    match b.get(i) {
-                        Some(b',') => i = ws(b, i + 1),
-                        Some(b']') => break i + 1,
-                        _ => return None,
-                    }
-                }
-            }
-        };
-        Some((Some(Gaps(&line[start..end])), end))
+    fn fast(c: &mut Cursor<'a>, line: &'a str, itl: &mut Vec<f64>) -> Option<Option<Gaps<'a>>> {
+        let start = c.i;
+        optional(c, |c| {
+            c.array(|c| {
+                let v = c.decimal()?;
+                (v >= 0.0).then(|| itl.push(v))
+            })
+        })?;
+        // Both ends are at ASCII bytes.
+        Some(Some(Gaps(&line[start..c.i])))
     }
 }
 
 impl<'a> Slot<'a> for Option<Raw<'a>> {
     /// Any value, kept as its text.
     #[inline]
-    fn fast(line: &'a str, i: usize, _: &mut Vec<f64>) -> Option<(Option<Raw<'a>>, usize)> {
-        let end = crate::json::value(line.as_bytes(), i, 1)?;
-        Some((Some(Raw(&line[i..end])), end))
+    fn fast(c: &mut Cursor<'a>, line: &'a str, _: &mut Vec<f64>) -> Option<Option<Raw<'a>>> {
+        let start = c.i;
+        c.skip()?;
+        Some(Some(Raw(&line[start..c.i])))
     }
+}
+
+/// `part` of `line`'s bytes, which starts and ends at ASCII bytes (a
+/// key between its quotes), as text.
+#[inline]
+fn borrowed<'a>(line: &'a str, part: &[u8]) -> &'a str {
+    let at = part.as_ptr() as usize - line.as_ptr() as usize;
+    &line[at..at + part.len()]
 }
 
 /// One pass over a well-formed result line; `None` for anything else.
 fn read_fast<'a>(line: &'a str, itl: &mut Vec<f64>) -> Option<ResultView<'a>> {
-    use crate::json::{string, value, ws};
-    let b = line.as_bytes();
     let mut view = ResultView::empty();
     view.labels.read = true;
     let mut seen: u32 = 0;
-    let mut i = ws(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i = ws(b, i + 1);
-    loop {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
-        let key_end = string(b, i)?;
-        let key = &line[i + 1..key_end - 1];
-        i = ws(b, key_end);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        i = ws(b, i + 1);
-        i = match Key::of(key) {
-            Some(k) => {
-                let bit = 1 << k as u32;
-                if seen & bit != 0 {
-                    match k.field().role {
-                        // serde refuses it: let it say why.
-                        Role::Figure => return None,
-                        // Summaries ignore labels; what shows them asks
-                        // serde.
-                        Role::Label => view.labels.read = false,
-                    }
+    let mut c = Cursor::new(line.as_bytes());
+    c.ws();
+    c.object(|c, key| match Key::of(borrowed(line, key)) {
+        Some(k) => {
+            let bit = 1 << k as u32;
+            if seen & bit != 0 {
+                match k.field().role {
+                    // serde refuses it: let it say why.
+                    Role::Figure => return None,
+                    // Summaries ignore labels; what shows them asks
+                    // serde.
+                    Role::Label => view.labels.read = false,
                 }
-                seen |= bit;
-                view.read_key(k, line, i, itl)?
             }
-            None if key.contains('\\') => return None,
-            None => value(b, i, 1)?,
-        };
-        i = ws(b, i);
-        match b.get(i) {
-            Some(b',') => i = ws(b, i + 1),
-            Some(b'}') => break,
-            _ => return None,
+            seen |= bit;
+            view.read_key(k, c, line, itl)
         }
-    }
-    (ws(b, i + 1) == b.len() && seen & REQUIRED == REQUIRED).then_some(view)
+        None => c.skip(),
+    })?;
+    (c.end() && seen & REQUIRED == REQUIRED).then_some(view)
 }
 
 /// Name the field that made a result line unreadable.
@@ -1277,6 +1220,51 @@ mod tests {
         // One line in seven has `1e-7` and others have 17-digit floats such
         // as 1234.5000000000002: those take the slow path by design.
         assert!(fast > 12_000, "{fast}");
+    }
+
+    /// Mangled lines: where the one-pass reader reads one, serde reads the
+    /// same figures, gaps and labels (labels it gave up on, serde must
+    /// refuse too).
+    #[test]
+    fn the_one_pass_reads_what_serde_reads() {
+        type Read = (Fields, Vec<f64>, Option<Vec<Option<String>>>);
+        fn labels(l: &Labels) -> Vec<Option<String>> {
+            [
+                l.index,
+                l.id,
+                l.session_id,
+                l.turn,
+                l.after,
+                l.model,
+                l.start_time,
+                l.finish_reason,
+                l.error,
+                l.shard,
+            ]
+            .iter()
+            .map(|r| r.map(|r| r.0.to_string()))
+            .collect()
+        }
+        let samples = [
+            r#"{"index":0,"id":"r\"1","session_id":"s1","turn":2,"after":["a","b"],"model":"m","scheduled_ms":1.5,"sent_ms":1.75,"start_time":"2026-11-22T10:00:00Z","ttft_ms":12.125,"first_chunk_ms":null,"e2e_ms":40,"itl_ms":[0.5,1,2.25],"input_length":6955,"output_length":null,"prompt_tokens":7,"completion_tokens":3,"cached_tokens":null,"finish_reason":"stop","status":"ok","http_status":200,"warmup":false,"shard":"1/2"}"#,
+            r#" { "sent_ms" : 0 , "status" : "timeout" , "itl_ms" : [ ] , "x" : { "y" : [ 1 , -2.5 , "z" ] } , "error" : "read timed out" , "warmup" : true , "http_status" : null } "#,
+        ];
+        let fast = |b: &[u8]| -> Option<Read> {
+            let mut itl = Vec::new();
+            let v = read_fast(std::str::from_utf8(b).ok()?, &mut itl)?;
+            let l = v.labels.read.then(|| labels(&v.labels));
+            Some((fields(&v), itl, l))
+        };
+        let slow = |b: &[u8]| -> Option<Read> {
+            let line = std::str::from_utf8(b).ok()?;
+            let v = ResultView::parse(line).ok()?;
+            let mut itl = Vec::new();
+            v.itl(&mut itl).ok()?;
+            let l = Labels::parse(line).map(|l| labels(&l));
+            Some((fields(&v), itl, l))
+        };
+        let tally = crate::json::differential::hold(&samples, fast, slow);
+        assert!(tally.both > 2 * tally.declined, "{tally:?}");
     }
 
     /// The hand-written line is the serde form, whatever the fields hold.
