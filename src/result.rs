@@ -198,6 +198,16 @@ macro_rules! at {
     };
 }
 
+/// A label's place in [`Labels`]; a figure has none.
+macro_rules! label {
+    ($l:expr, Label, $name:ident) => {
+        Some(&mut $l.$name)
+    };
+    ($l:expr, Figure, $name:ident) => {
+        None
+    };
+}
+
 /// The table, and what it generates; see the module's comment.
 macro_rules! result_fields {
     ($(
@@ -282,6 +292,15 @@ macro_rules! result_fields {
                 let mut r = ResultRecord::default();
                 $(at!(r, $home, $name) = f.$name;)*
                 r
+            }
+        }
+
+        impl<'a> Labels<'a> {
+            /// Where the label `key` names is held; `None` for a figure.
+            fn slot(&mut self, key: Key) -> Option<&mut Option<Raw<'a>>> {
+                match key {
+                    $(Key::$name => label!(self, $role, $name),)*
+                }
             }
         }
 
@@ -394,40 +413,26 @@ trait Put {
 
 impl Put for u64 {
     fn put(&self, out: &mut Vec<u8>) {
-        json_u64(out, Some(*self));
+        use serde_json::ser::Formatter;
+        let _ = serde_json::ser::CompactFormatter.write_u64(out, *self);
     }
 }
 
-impl Put for Option<u64> {
-    fn absent(&self) -> bool {
-        self.is_none()
-    }
+impl Put for u16 {
     fn put(&self, out: &mut Vec<u8>) {
-        json_u64(out, *self);
-    }
-}
-
-impl Put for Option<u16> {
-    fn absent(&self) -> bool {
-        self.is_none()
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        json_u64(out, self.map(u64::from));
+        u64::from(*self).put(out);
     }
 }
 
 impl Put for f64 {
+    /// As serde_json writes it: `null` where not finite.
     fn put(&self, out: &mut Vec<u8>) {
-        json_f64(out, Some(*self));
-    }
-}
-
-impl Put for Option<f64> {
-    fn absent(&self) -> bool {
-        self.is_none()
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        json_f64(out, *self);
+        use serde_json::ser::Formatter;
+        if self.is_finite() {
+            let _ = serde_json::ser::CompactFormatter.write_f64(out, *self);
+        } else {
+            out.extend_from_slice(b"null");
+        }
     }
 }
 
@@ -437,45 +442,29 @@ impl Put for String {
     }
 }
 
-impl Put for Option<String> {
+impl<T: Put> Put for Option<T> {
     fn absent(&self) -> bool {
         self.is_none()
     }
     fn put(&self, out: &mut Vec<u8>) {
         match self {
-            Some(s) => crate::json::write_str(out, s),
+            Some(v) => v.put(out),
             None => out.extend_from_slice(b"null"),
         }
     }
 }
 
-impl Put for Vec<f64> {
+impl<T: Put> Put for Vec<T> {
     fn absent(&self) -> bool {
         self.is_empty()
     }
     fn put(&self, out: &mut Vec<u8>) {
         out.push(b'[');
-        for (i, &v) in self.iter().enumerate() {
+        for (i, v) in self.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            json_f64(out, Some(v));
-        }
-        out.push(b']');
-    }
-}
-
-impl Put for Vec<String> {
-    fn absent(&self) -> bool {
-        self.is_empty()
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
-        for (i, s) in self.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            crate::json::write_str(out, s);
+            v.put(out);
         }
         out.push(b']');
     }
@@ -495,27 +484,6 @@ impl Put for bool {
     }
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(if *self { b"true" } else { b"false" });
-    }
-}
-
-/// A number as serde_json writes it; null for none (or not finite).
-fn json_f64(out: &mut Vec<u8>, v: Option<f64>) {
-    use serde_json::ser::Formatter;
-    match v {
-        Some(v) if v.is_finite() => {
-            let _ = serde_json::ser::CompactFormatter.write_f64(out, v);
-        }
-        _ => out.extend_from_slice(b"null"),
-    }
-}
-
-fn json_u64(out: &mut Vec<u8>, v: Option<u64>) {
-    use serde_json::ser::Formatter;
-    match v {
-        Some(v) => {
-            let _ = serde_json::ser::CompactFormatter.write_u64(out, v);
-        }
-        None => out.extend_from_slice(b"null"),
     }
 }
 
@@ -547,31 +515,21 @@ impl<'de: 'a, 'a> Deserialize<'de> for Gaps<'a> {
 }
 
 /// The labels of a result line, as JSON text: decoded only where shown.
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+/// Their fields are [`FIELDS`]' labels (`Labels::slot` finds one by key).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Labels<'a> {
     /// False when the reader did not take them (a line read by serde, a
     /// label given twice): read them with [`Labels::parse`].
-    #[serde(skip)]
     pub read: bool,
-    #[serde(default, borrow)]
     pub index: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub id: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub session_id: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub turn: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub after: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub model: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub start_time: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub finish_reason: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub error: Option<Raw<'a>>,
-    #[serde(default, borrow)]
     pub shard: Option<Raw<'a>>,
 }
 
@@ -582,6 +540,40 @@ impl<'a> Labels<'a> {
         let mut labels: Labels = serde_json::from_str(line).ok()?;
         labels.read = true;
         Some(labels)
+    }
+}
+
+/// As a derived `Deserialize` would read them (a `null` is `None`, a label
+/// given twice an error, other members ignored), with the field list
+/// taken from [`FIELDS`] instead of spelled out again.
+impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Labels<'a>, D::Error> {
+        use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
+        struct Members<'a>(std::marker::PhantomData<Labels<'a>>);
+        impl<'de: 'a, 'a> Visitor<'de> for Members<'a> {
+            type Value = Labels<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a result record")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Labels<'a>, M::Error> {
+                let mut labels = Labels::default();
+                let mut seen: u32 = 0;
+                while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match Key::of(&key).and_then(|k| Some((k, labels.slot(k)?))) {
+                        Some((k, slot)) => {
+                            if seen & (1 << k as u32) != 0 {
+                                return Err(M::Error::duplicate_field(k.field().name));
+                            }
+                            seen |= 1 << k as u32;
+                            *slot = m.next_value()?;
+                        }
+                        None => drop(m.next_value::<IgnoredAny>()?),
+                    }
+                }
+                Ok(labels)
+            }
+        }
+        d.deserialize_map(Members(std::marker::PhantomData))
     }
 }
 
