@@ -387,32 +387,20 @@ pub(crate) fn decimal(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
     }
     let start = i;
     let mut mantissa: u64 = 0;
-    let mut digits = 0u32;
-    while i < b.len() && b[i].is_ascii_digit() {
-        mantissa = mantissa
-            .wrapping_mul(10)
-            .wrapping_add(u64::from(b[i] - b'0'));
-        digits += 1;
-        i += 1;
-    }
+    i = fold_digits(b, i, &mut mantissa);
+    let mut digits = i - start;
     if digits == 0 || (digits > 1 && b[start] == b'0') {
         return None;
     }
-    let mut scale = 0u32;
+    let mut scale = 0;
     if b.get(i) == Some(&b'.') {
-        i += 1;
-        let frac_start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            mantissa = mantissa
-                .wrapping_mul(10)
-                .wrapping_add(u64::from(b[i] - b'0'));
-            digits += 1;
-            i += 1;
-        }
-        scale = (i - frac_start) as u32;
+        let frac_start = i + 1;
+        i = fold_digits(b, frac_start, &mut mantissa);
+        scale = i - frac_start;
         if scale == 0 {
             return None;
         }
+        digits += scale;
     }
     if digits > 15 || scale > 22 || matches!(b.get(i), Some(b'e' | b'E')) {
         return None;
@@ -421,8 +409,21 @@ pub(crate) fn decimal(b: &[u8], mut i: usize) -> Option<(f64, usize)> {
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
         1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
     ];
-    let v = mantissa as f64 / POW10[scale as usize];
+    let v = mantissa as f64 / POW10[scale];
     Some((if negative { -v } else { v }, i))
+}
+
+/// The digits from `i` on folded into `mantissa` (wrapping: [`decimal`]
+/// refuses more than 15); where they end.
+#[inline]
+fn fold_digits(b: &[u8], mut i: usize, mantissa: &mut u64) -> usize {
+    while i < b.len() && b[i].is_ascii_digit() {
+        *mantissa = mantissa
+            .wrapping_mul(10)
+            .wrapping_add(u64::from(b[i] - b'0'));
+        i += 1;
+    }
+    i
 }
 
 /// The differential harness: variants of sample texts, mangled the ways
