@@ -36,12 +36,13 @@ struct Llama {
 }
 
 impl Llama {
-    /// Start one; `None` (with a note) when the server is not built.
-    fn start(slots: u32, context: u32) -> Option<Llama> {
-        Llama::start_with(slots, context, &[])
+    /// Start one with `extra` llama-server flags, and make the test's
+    /// directory `name`; `None` (with a note) when the server is not built.
+    fn start_in(name: &str, slots: u32, context: u32, extra: &[&str]) -> Option<(Llama, TestDir)> {
+        let llama = Llama::start_with(slots, context, extra)?;
+        Some((llama, TestDir::new(name)))
     }
 
-    /// As [`Llama::start`], with more llama-server flags.
     fn start_with(slots: u32, context: u32, extra: &[&str]) -> Option<Llama> {
         let Some((server, model)) = cached() else {
             // CI builds the server first and sets this, so a broken build
@@ -119,28 +120,31 @@ fn trace(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
 }
 
-/// trace-synth (GPT-2 tokenizer) then trace-replay; the results.
-fn synth_and_replay(dir: &TestDir, input: &str, replay_args: &[&str]) -> Run {
-    dir.write("trace.jsonl", input);
-    let synth = dir
-        .cmd("trace-synth")
-        .args([
-            "--tokenizer",
-            "r50k_base",
-            "-o",
-            "prompts.jsonl",
-            "trace.jsonl",
-        ])
-        .run();
-    synth.ok();
-    let run = dir
-        .cmd("trace-replay")
-        .args(["--quiet"])
-        .args(replay_args)
-        .arg("prompts.jsonl")
-        .run();
-    run.code(0);
-    run
+impl Llama {
+    /// trace-synth (GPT-2 tokenizer) then trace-replay against this server,
+    /// in `dir`; the results (the replay must exit 0).
+    fn synth_and_replay(&self, dir: &TestDir, input: &str, replay_args: &[&str]) -> Run {
+        dir.write("trace.jsonl", input);
+        let synth = dir
+            .cmd("trace-synth")
+            .args([
+                "--tokenizer",
+                "r50k_base",
+                "-o",
+                "prompts.jsonl",
+                "trace.jsonl",
+            ])
+            .run();
+        synth.ok();
+        let run = dir
+            .cmd("trace-replay")
+            .args(["--quiet", "--url", &self.url])
+            .args(replay_args)
+            .arg("prompts.jsonl")
+            .run();
+        run.code(0);
+        run
+    }
 }
 
 fn summarize(dir: &TestDir, results: &Run) -> Value {
@@ -167,20 +171,13 @@ fn varied(n: u64) -> Vec<Value> {
 
 #[test]
 fn completions_prompt_and_output_tokens_are_exact() {
-    let Some(llama) = Llama::start(4, 65536) else {
+    let Some((llama, dir)) = Llama::start_in("real-completions", 4, 65536, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-completions");
-    let run = synth_and_replay(
+    let run = llama.synth_and_replay(
         &dir,
         &trace(&varied(200)),
-        &[
-            "--url",
-            &llama.url,
-            "--endpoint",
-            "completions",
-            "--ignore-eos",
-        ],
+        &["--endpoint", "completions", "--ignore-eos"],
     );
     let results = run.json_lines();
     assert_eq!(results.len(), 200);
@@ -202,15 +199,10 @@ fn completions_prompt_and_output_tokens_are_exact() {
 
 #[test]
 fn chat_streams_have_timings_usage_and_a_constant_template_offset() {
-    let Some(llama) = Llama::start(4, 65536) else {
+    let Some((llama, dir)) = Llama::start_in("real-chat", 4, 65536, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-chat");
-    let run = synth_and_replay(
-        &dir,
-        &trace(&varied(60)),
-        &["--url", &llama.url, "--ignore-eos"],
-    );
+    let run = llama.synth_and_replay(&dir, &trace(&varied(60)), &["--ignore-eos"]);
     let results = run.json_lines();
     // llama.cpp withholds a token that is part of a multi-byte character,
     // so a very short answer may carry no content at all: no TTFT then.
@@ -253,18 +245,13 @@ fn chat_streams_have_timings_usage_and_a_constant_template_offset() {
 fn kept_alive_streams_in_a_row_never_fail() {
     // llama-server closes the connection after each streamed answer; the
     // pooled connection is then stale, and replay must send again.
-    let Some(llama) = Llama::start(1, 4096) else {
+    let Some((llama, dir)) = Llama::start_in("real-keepalive", 1, 4096, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-keepalive");
     let recs: Vec<Value> = (0..500)
         .map(|i| json!({"timestamp": i, "input_length": 8, "output_length": 2}))
         .collect();
-    let run = synth_and_replay(
-        &dir,
-        &trace(&recs),
-        &["--url", &llama.url, "--concurrency", "1"],
-    );
+    let run = llama.synth_and_replay(&dir, &trace(&recs), &["--concurrency", "1"]);
     let results = run.json_lines();
     assert_eq!(results.len(), 500);
     let errors: Vec<&Value> = results.iter().filter(|r| r["status"] != "ok").collect();
@@ -278,14 +265,13 @@ fn kept_alive_streams_in_a_row_never_fail() {
 
 #[test]
 fn more_requests_than_slots_queue_on_the_server_not_in_the_client() {
-    let Some(llama) = Llama::start(2, 8192) else {
+    let Some((llama, dir)) = Llama::start_in("real-slots", 2, 8192, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-slots");
     let recs: Vec<Value> = (0..12)
         .map(|i| json!({"timestamp": 0, "input_length": 64 + i, "output_length": 48}))
         .collect();
-    let run = synth_and_replay(&dir, &trace(&recs), &["--url", &llama.url, "--ignore-eos"]);
+    let run = llama.synth_and_replay(&dir, &trace(&recs), &["--ignore-eos"]);
     let results = run.json_lines();
     let mut ttft: Vec<f64> = results
         .iter()
@@ -303,20 +289,15 @@ fn more_requests_than_slots_queue_on_the_server_not_in_the_client() {
 
 #[test]
 fn a_prompt_over_the_context_is_an_error_result_and_the_run_goes_on() {
-    let Some(llama) = Llama::start(1, 1024) else {
+    let Some((llama, dir)) = Llama::start_in("real-context", 1, 1024, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-context");
     let recs = [
         json!({"timestamp": 0, "input_length": 20, "output_length": 2}),
         json!({"timestamp": 1, "input_length": 3000, "output_length": 2}),
         json!({"timestamp": 2, "input_length": 20, "output_length": 2}),
     ];
-    let run = synth_and_replay(
-        &dir,
-        &trace(&recs),
-        &["--url", &llama.url, "--endpoint", "completions"],
-    );
+    let run = llama.synth_and_replay(&dir, &trace(&recs), &["--endpoint", "completions"]);
     let mut results = run.json_lines();
     results.sort_by_key(|r| r["index"].as_u64());
     assert_eq!(results[0]["status"], "ok");
@@ -332,10 +313,9 @@ fn a_prompt_over_the_context_is_an_error_result_and_the_run_goes_on() {
 
 #[test]
 fn a_server_killed_mid_run_still_gives_one_result_per_record() {
-    let Some(mut llama) = Llama::start(2, 4096) else {
+    let Some((mut llama, dir)) = Llama::start_in("real-killed", 2, 4096, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-killed");
     let recs: Vec<Value> = (0..100)
         .map(|i| json!({"timestamp": i * 20, "input_length": 16, "output_length": 16}))
         .collect();
@@ -363,12 +343,7 @@ fn a_server_killed_mid_run_still_gives_one_result_per_record() {
     }
     llama.child.kill().unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::assert_exit(&out, 0);
     let text = String::from_utf8(dir.read("out.ndjson")).unwrap();
     let mut seen: Vec<u64> = text
         .lines()
@@ -389,10 +364,9 @@ fn a_server_killed_mid_run_still_gives_one_result_per_record() {
 
 #[test]
 fn a_delta_session_carries_the_real_answers_and_its_routing_header() {
-    let Some(llama) = Llama::start(1, 4096) else {
+    let Some((llama, dir)) = Llama::start_in("real-delta", 1, 4096, &[]) else {
         return;
     };
-    let dir = TestDir::new("real-delta");
     let turn = |id: &str, text: &str, delta: bool| {
         let mut r = json!({"id": id, "session_id": "s", "output_length": 8,
                            "messages": [{"role": "user", "content": text}]});
@@ -439,20 +413,17 @@ fn a_delta_session_carries_the_real_answers_and_its_routing_header() {
 /// counters after the run count the answers' tokens.
 #[test]
 fn the_servers_metrics_are_scraped_beside_the_results() {
-    let Some(llama) = Llama::start_with(2, 8192, &["--metrics"]) else {
+    let Some((llama, dir)) = Llama::start_in("real-metrics", 2, 8192, &["--metrics"]) else {
         return;
     };
-    let dir = TestDir::new("real-metrics");
     let recs: Vec<Value> = (0..12)
         .map(|i| json!({"timestamp": 0, "input_length": 64 + i, "output_length": 48}))
         .collect();
     let metrics_url = format!("{}/metrics", llama.url);
-    let run = synth_and_replay(
+    let run = llama.synth_and_replay(
         &dir,
         &trace(&recs),
         &[
-            "--url",
-            &llama.url,
             "--ignore-eos",
             "--metrics-url",
             &metrics_url,

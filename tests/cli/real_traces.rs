@@ -1,7 +1,7 @@
 //! Traces as users bring them: converter outputs checked by trace-validate,
 //! whose advice must rest on evidence.
 
-use crate::util::{Cmd, data};
+use crate::util::{Cmd, data, run_file, run_stdin};
 
 #[test]
 fn burstgpt_absolute_output_draws_no_unit_advice() {
@@ -19,10 +19,11 @@ fn burstgpt_absolute_output_draws_no_unit_advice() {
             r#"{"timestamp":1728000000,"input_length":90,"output_length":12}"#,
         ]
     );
-    let check = Cmd::new("trace-validate")
-        .args(["--check", "--strict"])
-        .stdin(run.stdout.clone())
-        .run();
+    let check = run_stdin(
+        "trace-validate",
+        &["--check", "--strict"],
+        run.stdout.clone(),
+    );
     check.ok();
 }
 
@@ -34,11 +35,11 @@ fn langfuse_latency_unit_follows_the_observation_times() {
     // Sessions come from trace.sessionId: the observations carry none.
     // Each call waits for the one before it: gen-1 ended at 1707, 293 ms
     // before gen-2 started; gen-2 at 2912, 88 ms before gen-3.
-    let run = Cmd::new("trace-convert")
-        .arg(data(
-            "convert/ui_trace_download.pydantic-ai.constructed.json",
-        ))
-        .run();
+    let run = run_file(
+        "trace-convert",
+        &[],
+        data("convert/ui_trace_download.pydantic-ai.constructed.json"),
+    );
     run.code(0);
     assert_eq!(
         run.lines(),
@@ -49,15 +50,11 @@ fn langfuse_latency_unit_follows_the_observation_times() {
         ]
     );
     let file = data("convert/ui_trace_download.pydantic-ai.constructed.json");
-    assert!(
-        run.stderr.contains(&format!(
-            "trace-convert: {}:1: warning: field `latency`: 5 agrees with the observation's times \
-             (1200 ms from startTime to endTime) neither as seconds nor as milliseconds; taken as seconds\n",
-            file.display()
-        )),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(&format!(
+        "trace-convert: {}:1: warning: field `latency`: 5 agrees with the observation's times \
+         (1200 ms from startTime to endTime) neither as seconds nor as milliseconds; taken as seconds\n",
+        file.display()
+    ));
 }
 
 #[test]
@@ -84,6 +81,24 @@ fn litellm_ttft_only_for_streamed_calls_and_embeddings_are_not_failures() {
     );
 }
 
+/// A Langfuse `generation-create` event of trace tr-1 as LiteLLM's logger
+/// sends it: the event's id and time, the generation's id, its start,
+/// first-token and end times, its stream flag, its prompt and output tokens.
+fn generation(
+    event: &str,
+    at: &str,
+    id: &str,
+    times: [&str; 3],
+    stream: serde_json::Value,
+    tokens: [u32; 2],
+) -> serde_json::Value {
+    serde_json::json!({"id": event, "type": "generation-create", "timestamp": at, "body": {
+        "id": id, "traceId": "tr-1", "name": "litellm-acompletion",
+        "startTime": times[0], "completionStartTime": times[1], "endTime": times[2],
+        "model": "anthropic.claude-3-haiku", "level": "DEFAULT", "modelParameters": {"stream": stream},
+        "usage": {"input": tokens[0], "output": tokens[1], "unit": "TOKENS"}}})
+}
+
 #[test]
 fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
     // LiteLLM's Langfuse logger: a non-streamed Bedrock call has
@@ -94,25 +109,25 @@ fn langfuse_logger_bodies_of_calls_not_streamed_have_no_ttft() {
         "batch": [
             {"id": "e1", "type": "trace-create", "timestamp": "2025-06-22T16:59:08Z",
              "body": {"id": "tr-1", "name": "litellm-acompletion"}},
-            {"id": "e2", "type": "generation-create", "timestamp": "2025-06-22T16:59:08Z",
-             "body": {"id": "gen-b", "traceId": "tr-1", "name": "litellm-acompletion",
-                      "startTime": "2025-06-22T18:59:08.162000+02:00",
-                      "completionStartTime": "2025-06-22T18:59:08.399000+02:00",
-                      "endTime": "2025-06-22T18:59:08.399000+02:00",
-                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
-                      "modelParameters": {"stream": false},
-                      "usage": {"input": 10, "output": 5, "unit": "TOKENS"}}},
-            {"id": "e3", "type": "generation-create", "timestamp": "2025-06-22T16:59:10Z",
-             "body": {"id": "gen-c", "traceId": "tr-1", "name": "litellm-acompletion",
-                      "startTime": "2025-06-22T16:59:10.000000Z",
-                      "completionStartTime": "2025-06-22T16:59:10.400000Z",
-                      "endTime": "2025-06-22T16:59:10.500000Z",
-                      "model": "anthropic.claude-3-haiku", "level": "DEFAULT",
-                      "modelParameters": {"stream": "false"},
-                      "usage": {"input": 20, "output": 6, "unit": "TOKENS"}}}
+            generation(
+                "e2",
+                "2025-06-22T16:59:08Z",
+                "gen-b",
+                ["2025-06-22T18:59:08.162000+02:00", "2025-06-22T18:59:08.399000+02:00", "2025-06-22T18:59:08.399000+02:00"],
+                serde_json::json!(false),
+                [10, 5],
+            ),
+            generation(
+                "e3",
+                "2025-06-22T16:59:10Z",
+                "gen-c",
+                ["2025-06-22T16:59:10.000000Z", "2025-06-22T16:59:10.400000Z", "2025-06-22T16:59:10.500000Z"],
+                serde_json::json!("false"),
+                [20, 6],
+            ),
         ]
     });
-    let run = Cmd::new("trace-convert").stdin(batch.to_string()).run();
+    let run = run_stdin("trace-convert", &[], batch.to_string());
     run.code(0);
     assert_eq!(
         run.lines(),
@@ -144,16 +159,13 @@ fn zstd_and_xz_inputs_are_recognised_and_zst_outputs_written() {
     let zst_file = dir.write("trace-zst.jsonl", &zst);
     let xz_file = dir.write("trace-xz.jsonl", &xz);
     for (file, bytes) in [(&zst_file, &zst), (&xz_file, &xz)] {
-        let run = Cmd::new("trace-validate").arg(file).run();
+        let run = run_file("trace-validate", &[], file);
         run.ok();
         assert_eq!(run.stdout, plain, "{}", file.display());
-        let run = Cmd::new("trace-validate").stdin(bytes.clone()).run();
+        let run = run_stdin("trace-validate", &[], bytes.clone());
         run.ok();
         assert_eq!(run.stdout, plain, "stdin");
-        let run = Cmd::new("trace-convert")
-            .args(["--from", "mooncake"])
-            .arg(file)
-            .run();
+        let run = run_file("trace-convert", &["--from", "mooncake"], file);
         run.code(0);
         assert_eq!(run.stdout, plain, "{}", file.display());
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim, Tls};
-use crate::util::{Cmd, Run, TestDir, bin, data, spawn_sim_replay};
+use crate::util::{Cmd, Run, TestDir, bin, data, run_stdin, spawn_sim_replay};
 
 fn trace(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
@@ -224,13 +224,9 @@ fn a_server_that_cannot_be_reached_stops_the_run_before_it_starts() {
     // Credentials in the URL stay out of the message.
     let secret = format!("http://me:hunter2@127.0.0.1:{port}/v1");
     let run = replay(&["--url", &secret], &text_trace(1, 1, 3));
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "trace-replay: error: cannot reach the server at http://127.0.0.1:{port}/v1: Connection refused (os error 111)\n"
-        )
-    );
+    run.code(2).stderr_is(format!(
+        "trace-replay: error: cannot reach the server at http://127.0.0.1:{port}/v1: Connection refused (os error 111)\n"
+    ));
     // --dry-run sends nothing, so it needs no server.
     replay(&["--url", &url, "--dry-run"], &text_trace(1, 1, 3)).ok();
 }
@@ -422,16 +418,11 @@ fn a_schedule_this_process_cannot_keep_is_warned_of() {
 #[test]
 fn a_url_that_is_not_http_is_a_usage_error() {
     let run = replay(&["--url", "ftp://h/v1"], &text_trace(1, 1, 1));
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-replay: error: --url: `ftp://h/v1` is not an http or https URL\n"
-    );
+    run.code(2)
+        .stderr_is("trace-replay: error: --url: `ftp://h/v1` is not an http or https URL\n");
     let run = replay(&["--url", "http://[::1"], &text_trace(1, 1, 1));
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-replay: error: --url: `http://[::1` is not a URL (invalid IPv6 address)\n"
+    run.code(2).stderr_is(
+        "trace-replay: error: --url: `http://[::1` is not a URL (invalid IPv6 address)\n",
     );
 }
 
@@ -754,24 +745,18 @@ fn a_ca_file_without_certificates_is_a_usage_error() {
         &["--url", "https://127.0.0.1:9", "--cacert", "no-such.pem"],
         &text_trace(1, 1, 1),
     );
-    missing.code(2);
-    assert_eq!(
-        missing.stderr,
-        "trace-replay: error: no-such.pem: no such file or directory\n"
-    );
+    missing
+        .code(2)
+        .stderr_is("trace-replay: error: no-such.pem: no such file or directory\n");
     let trace = data("sessions.jsonl");
     let trace = trace.to_str().unwrap();
     let not_pem = replay(
         &["--url", "https://127.0.0.1:9", "--cacert", trace],
         &text_trace(1, 1, 1),
     );
-    not_pem.code(2);
-    assert_eq!(
-        not_pem.stderr,
-        format!(
-            "trace-replay: error: --cacert {trace}: no certificate in it (a PEM file has \"-----BEGIN CERTIFICATE-----\" blocks)\n"
-        )
-    );
+    not_pem.code(2).stderr_is(format!(
+        "trace-replay: error: --cacert {trace}: no certificate in it (a PEM file has \"-----BEGIN CERTIFICATE-----\" blocks)\n"
+    ));
 }
 
 #[test]
@@ -920,12 +905,7 @@ fn the_model_flag_wins_and_the_map_renames_records_models() {
     );
     let run = replay(&["--dry-run", "--model-map", "small"], &input);
     run.code(2);
-    assert!(
-        run.stderr
-            .contains("`small` is not FROM=TO (a model name, `=`, its new name)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("`small` is not FROM=TO (a model name, `=`, its new name)");
 }
 
 #[test]
@@ -950,17 +930,12 @@ fn sim_args_set_the_in_process_simulators_model() {
         );
     }
     let run = replay(&["--sim", "--sim-arg=--port=1"], &text_trace(1, 1, 2));
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-replay: error: --sim-arg: unexpected argument '--port' found (give trace-sim's flags)\n"
+    run.code(2).stderr_is(
+        "trace-replay: error: --sim-arg: unexpected argument '--port' found (give trace-sim's flags)\n",
     );
     let run = replay(&["--url", "http://127.0.0.1:9", "--sim-arg=--seed=1"], "");
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-replay: error: --sim-arg applies to --sim only\n"
-    );
+    run.code(2)
+        .stderr_is("trace-replay: error: --sim-arg applies to --sim only\n");
 }
 
 #[test]
@@ -974,7 +949,7 @@ fn dry_run_prints_the_schedule() {
     run.ok();
     // The bodies, built by hand: the prompt of record 0 is the one
     // trace-synth writes for it (same tokenizer and seed).
-    let synthesized = Cmd::new("trace-synth").stdin(input.clone()).run();
+    let synthesized = run_stdin("trace-synth", &[], input.clone());
     synthesized.ok();
     let prompt0 = synthesized.json_lines()[0]["text_input"].clone();
     let usage = json!({"include_usage": true});
@@ -1007,7 +982,7 @@ fn dry_run_prints_the_schedule() {
 #[test]
 fn bad_records_stop_the_run_before_it_starts() {
     let dir = TestDir::new("replay-bad");
-    let path = dir.write(
+    dir.write(
         "t.jsonl",
         "{\"timestamp\": 0, \"text_input\": \"a\", \"output_length\": 1}\n{\"timestamp\": 1, \"output_length\": -3, \"text_input\": \"b\"}\n",
     );
@@ -1020,7 +995,6 @@ fn bad_records_stop_the_run_before_it_starts() {
         "{}",
         run.stderr
     );
-    let _ = path;
     // --skip-invalid replays the rest.
     let run = dir
         .cmd("trace-replay")
@@ -1057,12 +1031,7 @@ fn interrupt(
         .unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::assert_exit(&out, 130);
     let run = Run {
         desc: "trace-replay".into(),
         code: 130,
@@ -1151,12 +1120,7 @@ fn shards_replay_every_record_once_and_merge_into_one_run() {
         .collect();
     for c in children {
         let out = c.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::util::assert_exit(&out, 0);
     }
     let mut all = Vec::new();
     for k in 1..=4 {
@@ -1204,12 +1168,7 @@ fn shards_replay_every_record_once_and_merge_into_one_run() {
         .run();
     past.code(2);
     assert!(past.stdout.is_empty());
-    assert!(
-        past.stderr
-            .contains("--start-at 2020-01-01T00:00:00.000000Z is already past"),
-        "{}",
-        past.stderr
-    );
+    past.stderr_has("--start-at 2020-01-01T00:00:00.000000Z is already past");
 }
 
 #[test]
@@ -1545,24 +1504,19 @@ fn timestamps_that_look_like_seconds_are_warned_of_before_the_run() {
         run.stderr
     );
     let run = replay(&["--dry-run"], &input);
-    run.code(0);
-    assert_eq!(run.stderr, SECONDS);
+    run.code(0).stderr_is(SECONDS);
     // Closed loop ignores timestamps: no warning.
     let run = replay(&["--dry-run", "--concurrency", "2"], &input);
-    run.code(0);
-    assert_eq!(run.stderr, "");
+    run.code(0).stderr_is("");
     // A longer trace is judged from the read-ahead: records 0 to 1023 at
     // ten to a "ms", 1023 gaps in 102 ms.
     let run = replay(&["--dry-run"], &trace_at((0..2000).map(|i| i / 10)));
-    run.code(0);
-    assert_eq!(
-        run.stderr,
+    run.code(0).stderr_is(
         "trace-replay: warning: timestamps look like seconds, not milliseconds: the trace would \
          replay at 10029 requests/s on average; to convert, use trace-rescale --speed 0.001 \
-         (judged from the first 1024 records)\n"
+         (judged from the first 1024 records)\n",
     );
     // Milliseconds: nothing to say.
     let run = replay(&["--dry-run"], &trace_at((0..20).map(|i| i * 200)));
-    run.code(0);
-    assert_eq!(run.stderr, "");
+    run.code(0).stderr_is("");
 }

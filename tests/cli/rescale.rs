@@ -2,7 +2,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::util::{Cmd, data, hash_ids as ids};
+use crate::util::{Cmd, data, file_lines, hash_ids as ids, run_stdin};
 
 fn parse(lines: &[String]) -> Vec<Value> {
     lines
@@ -12,10 +12,7 @@ fn parse(lines: &[String]) -> Vec<Value> {
 }
 
 fn rescale(args: &[&str], input: &[u8]) -> Vec<String> {
-    let run = Cmd::new("trace-rescale")
-        .args(args)
-        .stdin(input.to_vec())
-        .run();
+    let run = run_stdin("trace-rescale", args, input.to_vec());
     run.ok();
     run.lines()
 }
@@ -23,22 +20,13 @@ fn rescale(args: &[&str], input: &[u8]) -> Vec<String> {
 /// The bundled conversation trace, as bytes and as records.
 fn conversation_trace() -> (Vec<u8>, Vec<Value>) {
     let input = std::fs::read(data("conversation_trace.jsonl")).unwrap();
-    let lines: Vec<String> = String::from_utf8(input.clone())
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    (input, parse(&lines))
+    (input, parse(&file_lines(data("conversation_trace.jsonl"))))
 }
 
 #[test]
 fn speed_k_then_1_over_k_gives_the_input_back() {
     let input = std::fs::read(data("sessions.jsonl")).unwrap();
-    let orig: Vec<String> = String::from_utf8(input.clone())
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let orig = file_lines(data("sessions.jsonl"));
     for k in [2.0f64, 3.0, 0.7] {
         let there = rescale(&["--speed", &k.to_string()], &input);
         let back = rescale(
@@ -86,10 +74,11 @@ fn speed_divides_offsets_and_delays() {
 }
 
 fn report(lines: &[String]) -> Value {
-    let run = Cmd::new("trace-validate")
-        .args(["--report-format", "json"])
-        .stdin(lines.join("\n"))
-        .run();
+    let run = run_stdin(
+        "trace-validate",
+        &["--report-format", "json"],
+        lines.join("\n"),
+    );
     run.ok();
     run.json()
 }
@@ -176,10 +165,7 @@ fn output_lengths_scale_and_clamp() {
 #[test]
 fn fixed_prompts_pass_through_with_one_warning() {
     let input = b"{\"text_input\": \"hi\", \"output_length\": 10}\n{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"output_length\": 10}\n{\"input_length\": 10, \"output_length\": 10}\n";
-    let run = Cmd::new("trace-rescale")
-        .args(["--output-scale", "2"])
-        .stdin(input.to_vec())
-        .run();
+    let run = run_stdin("trace-rescale", &["--output-scale", "2"], input.to_vec());
     run.code(0);
     let lines = run.lines();
     assert_eq!(lines[0], "{\"text_input\":\"hi\",\"output_length\":10}");
@@ -280,13 +266,8 @@ fn loop_tiles_copies_with_unique_ids_and_kept_blocks() {
 
 #[test]
 fn loop_needs_a_span() {
-    let run = Cmd::new("trace-rescale")
-        .args(["--loop", "1m"])
-        .stdin("{\"timestamp\":5,\"input_length\":1,\"output_length\":1}\n")
-        .run();
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-rescale: error: --loop needs records at different times; this trace spans 0 ms\n"
-    );
+    let one_instant = "{\"timestamp\":5,\"input_length\":1,\"output_length\":1}\n";
+    run_stdin("trace-rescale", &["--loop", "1m"], one_instant)
+        .code(2)
+        .stderr_is("trace-rescale: error: --loop needs records at different times; this trace spans 0 ms\n");
 }

@@ -1,12 +1,13 @@
 //! The server's metrics beside the client's: trace-sim's /metrics,
 //! trace-replay --metrics-url, trace-summarize --metrics.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::servers::{MetricsEndpoint, Sim, Tls, http_get};
-use crate::util::{Cmd, TestDir, data};
+use crate::util::{Cmd, Run, TestDir, data, run_file};
 
 /// A prompt of `n` words: `n` prompt tokens for the simulated server.
 fn words(n: usize) -> String {
@@ -35,10 +36,11 @@ fn sim_metrics_follow_its_model() {
     let sim = Sim::start(&["--cache-blocks", "10", "--model", "m\"x"]);
     let dir = TestDir::new("sim-metrics");
     let trace = dir.write("trace.jsonl", two_same_prompts());
-    let run = Cmd::new("trace-replay")
-        .args(["--url", &sim.url, "--endpoint", "completions", "--quiet"])
-        .arg(&trace)
-        .run();
+    let run = run_file(
+        "trace-replay",
+        &["--url", &sim.url, "--endpoint", "completions", "--quiet"],
+        &trace,
+    );
     run.code(0);
     let results = run.json_lines();
     assert_eq!(results[1]["cached_tokens"], 1024);
@@ -106,8 +108,7 @@ fn replay_scrapes_before_during_and_after() {
         .run();
     run.code(0);
     assert_eq!(run.json_lines()[0]["status"], "ok");
-    let stderr = run.stderr.clone();
-    assert!(stderr.contains("scrapes of http://127.0.0.1:"), "{stderr}");
+    run.stderr_has("scrapes of http://127.0.0.1:");
     let text = std::fs::read_to_string(&out).unwrap();
     let lines: Vec<Value> = text
         .lines()
@@ -153,19 +154,10 @@ fn replay_scrapes_before_during_and_after() {
 #[test]
 fn metrics_match_keeps_the_matching_series() {
     let dir = TestDir::new("replay-metrics-match");
-    let trace = dir.write(
-        "trace.jsonl",
-        "{\"timestamp\":0,\"text_input\":\"a b c\",\"output_length\":2}\n",
-    );
+    let trace = one_request(&dir);
     let out = dir.join("m.ndjson");
-    Cmd::new("trace-replay")
-        .args(["--sim", "--quiet", "--endpoint", "completions"])
-        .args(["--metrics-match", "^vllm:(prompt|generation)_tokens_total"])
-        .arg("--metrics-out")
-        .arg(&out)
-        .arg(&trace)
-        .run()
-        .code(0);
+    let only_tokens = ["--metrics-match", "^vllm:(prompt|generation)_tokens_total"];
+    replay_with_metrics(&only_tokens, &out, &trace).code(0);
     let text = std::fs::read_to_string(&out).unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(
@@ -175,6 +167,18 @@ fn metrics_match_keeps_the_matching_series() {
             r#"vllm:generation_tokens_total{engine="0",model_name="sim"}"#: 2.0,
         })
     );
+}
+
+/// `trace-replay --sim --quiet --endpoint completions flags --metrics-out
+/// out trace`.
+fn replay_with_metrics(flags: &[&str], out: &Path, trace: &Path) -> Run {
+    Cmd::new("trace-replay")
+        .args(["--sim", "--quiet", "--endpoint", "completions"])
+        .args(flags)
+        .arg("--metrics-out")
+        .arg(out)
+        .arg(trace)
+        .run()
 }
 
 fn one_request(dir: &TestDir) -> std::path::PathBuf {
@@ -208,30 +212,17 @@ fn a_bad_metrics_endpoint_never_fails_the_replay() {
         let dir = TestDir::new("replay-metrics-bad");
         let trace = one_request(&dir);
         let out = dir.join("m.ndjson");
-        let run = Cmd::new("trace-replay")
-            .args(["--sim", "--quiet", "--endpoint", "completions"])
-            .args(["--metrics-url", &format!("{}/metrics", endpoint.url)])
-            .arg("--metrics-out")
-            .arg(&out)
-            .arg(&trace)
-            .run();
+        let url = format!("{}/metrics", endpoint.url);
+        let run = replay_with_metrics(&["--metrics-url", &url], &out, &trace);
         run.code(0);
         assert_eq!(run.json_lines()[0]["status"], "ok");
-        let stderr = run.stderr.clone();
-        let url = format!("{}/metrics", endpoint.url);
-        assert!(
-            stderr.contains(&format!(
-                "warning: --metrics-url: the scrape of {url} at 0ms {reason}"
-            )),
-            "{stderr}"
-        );
+        run.stderr_has(&format!(
+            "warning: --metrics-url: the scrape of {url} at 0ms {reason}"
+        ));
         let n = endpoint.requests.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(
-            stderr.contains(&format!(
-                "warning: --metrics-url: {n} of {n} scrapes of {url} failed; 0 written to"
-            )),
-            "{stderr}"
-        );
+        run.stderr_has(&format!(
+            "warning: --metrics-url: {n} of {n} scrapes of {url} failed; 0 written to"
+        ));
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
     }
 }
@@ -254,14 +245,8 @@ fn an_https_scrape_trusts_what_the_requests_trust() {
         let dir = TestDir::new("replay-metrics-tls");
         let trace = one_request(&dir);
         let out = dir.join("m.ndjson");
-        let run = Cmd::new("trace-replay")
-            .args(["--sim", "--quiet", "--endpoint", "completions"])
-            .args(["--metrics-url", &endpoint.url])
-            .args(flags)
-            .arg("--metrics-out")
-            .arg(&out)
-            .arg(&trace)
-            .run();
+        let metrics_flags = [&["--metrics-url", endpoint.url.as_str()], flags].concat();
+        let run = replay_with_metrics(&metrics_flags, &out, &trace);
         run.code(0);
         assert_eq!(run.json_lines()[0]["status"], "ok");
         let text = std::fs::read_to_string(&out).unwrap();
@@ -280,13 +265,10 @@ fn an_https_scrape_trusts_what_the_requests_trust() {
             assert!(!stderr.contains("failed"), "{flags:?}: {stderr}");
         } else {
             assert_eq!(text, "", "{flags:?}");
-            assert!(
-                stderr.contains(&format!(
-                    "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request: invalid peer certificate: UnknownIssuer\n",
-                    endpoint.url
-                )),
-                "{stderr}"
-            );
+            run.stderr_has(&format!(
+                "warning: --metrics-url: the scrape of {}/metrics at 0ms failed: error sending request: invalid peer certificate: UnknownIssuer\n",
+                endpoint.url
+            ));
         }
     }
 }
@@ -295,24 +277,19 @@ fn an_https_scrape_trusts_what_the_requests_trust() {
 fn metrics_flags_are_checked_before_sending() {
     let dir = TestDir::new("replay-metrics-usage");
     let trace = one_request(&dir);
-    let run = Cmd::new("trace-replay")
-        .args(["--sim", "--metrics-url", "http://127.0.0.1:9/metrics"])
-        .arg(&trace)
-        .run();
+    let run = run_file(
+        "trace-replay",
+        &["--sim", "--metrics-url", "http://127.0.0.1:9/metrics"],
+        &trace,
+    );
     run.code(2);
     let run = Cmd::new("trace-replay")
         .args(["--url", "http://127.0.0.1:9", "--metrics-out"])
         .arg(dir.join("m.ndjson"))
         .arg(&trace)
         .run();
-    run.code(2);
-    assert!(
-        run.stderr
-            .clone()
-            .contains("--metrics-out needs --metrics-url URL"),
-        "{}",
-        run.stderr.clone()
-    );
+    run.code(2)
+        .stderr_has("--metrics-out needs --metrics-url URL");
     let run = Cmd::new("trace-replay")
         .args([
             "--sim",
@@ -336,15 +313,27 @@ const SCRAPES: &str = r#"{"t_ms":0,"samples":{"vllm:num_requests_running{engine=
 {"t_ms":3000,"samples":{"vllm:num_requests_running{engine=\"0\"}":0,"vllm:prompt_tokens_total{engine=\"0\"}":6000}}
 "#;
 
+/// A fresh directory for one test, holding SCRAPES as m.ndjson.
+fn dir_with_scrapes(name: &str) -> (TestDir, PathBuf) {
+    let dir = TestDir::new(name);
+    let m = dir.write("m.ndjson", SCRAPES);
+    (dir, m)
+}
+
+/// `trace-summarize args --metrics scrapes results/small.ndjson`.
+fn summarize_with_scrapes(args: &[&str], scrapes: &Path) -> Run {
+    Cmd::new("trace-summarize")
+        .args(args)
+        .arg("--metrics")
+        .arg(scrapes)
+        .arg(data("results/small.ndjson"))
+        .run()
+}
+
 #[test]
 fn summarize_adds_the_server_section() {
-    let dir = TestDir::new("summarize-metrics");
-    let m = dir.write("m.ndjson", SCRAPES);
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json", "--window", "2s", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
+    let (dir, m) = dir_with_scrapes("summarize-metrics");
+    let run = summarize_with_scrapes(&["--format", "json", "--window", "2s"], &m);
     run.ok();
     assert_eq!(
         run.json()["server"],
@@ -360,11 +349,7 @@ fn summarize_adds_the_server_section() {
             ],
         })
     );
-    let run = Cmd::new("trace-summarize")
-        .arg("--metrics")
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
+    let run = summarize_with_scrapes(&[], &m);
     run.ok();
     let text = run.stdout_str();
     let server = &text[text.find("\nserver (").expect("a server section")..];
@@ -378,11 +363,7 @@ fn summarize_adds_the_server_section() {
         server,
     );
     // A CSV row gains the server's columns.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
+    let run = summarize_with_scrapes(&["--format", "csv"], &m);
     run.ok();
     let lines = run.lines();
     assert!(lines[0].ends_with(",server.scrapes,server.running.mean,server.running.p99,server.running.max,server.running.metric,server.prompt_tokens.increase,server.prompt_tokens.per_s,server.prompt_tokens.metric"), "{}", lines[0]);
@@ -395,14 +376,7 @@ fn summarize_adds_the_server_section() {
     );
     // The plot gains a server panel on the client's time axis.
     let plot = dir.join("run.svg");
-    Cmd::new("trace-summarize")
-        .arg("--plot")
-        .arg(&plot)
-        .arg("--metrics")
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run()
-        .ok();
+    summarize_with_scrapes(&["--plot", plot.to_str().unwrap()], &m).ok();
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
         svg.contains("server: requests running and waiting (scraped) by time (s)"),
@@ -410,12 +384,7 @@ fn summarize_adds_the_server_section() {
     );
     assert!(svg.contains("server running"), "{svg}");
     // --fail-if reads the server's figures too.
-    Cmd::new("trace-summarize")
-        .args(["--fail-if", "server.running.max>3", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run()
-        .code(1);
+    summarize_with_scrapes(&["--fail-if", "server.running.max>3"], &m).code(1);
 }
 
 /// The CSV time series gains the server's figures per window (as in the
@@ -423,13 +392,8 @@ fn summarize_adds_the_server_section() {
 /// start; the 2 s window only the scrapes reach has no request figures.
 #[test]
 fn summarize_csv_windows_carry_the_server_figures() {
-    let dir = TestDir::new("summarize-metrics-csv-windows");
-    let m = dir.write("m.ndjson", SCRAPES);
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--window", "2s", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
+    let (dir, m) = dir_with_scrapes("summarize-metrics-csv-windows");
+    let run = summarize_with_scrapes(&["--format", "csv", "--window", "2s"], &m);
     run.ok();
     crate::util::assert_text_eq(
         "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99,\
@@ -440,18 +404,7 @@ fn summarize_csv_windows_carry_the_server_figures() {
         &run.stdout_str(),
     );
     // 1 s windows: [0, 1 s) has one scrape, too few for a rate.
-    let run = Cmd::new("trace-summarize")
-        .args([
-            "--format",
-            "csv",
-            "--no-header",
-            "--window",
-            "1s",
-            "--metrics",
-        ])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
+    let run = summarize_with_scrapes(&["--format", "csv", "--no-header", "--window", "1s"], &m);
     run.ok();
     crate::util::assert_text_eq(
         "0.0,6,5,2,15.8,200.0,300.0,300.0,700.0,0.0,0.0,0.0,,\n\
@@ -465,14 +418,8 @@ fn summarize_csv_windows_carry_the_server_figures() {
     // the server's windows.
     use calamine::{Data, Reader, Xlsx, open_workbook};
     let book_path = dir.join("r.xlsx");
-    Cmd::new("trace-summarize")
-        .args(["--format", "xlsx", "--window", "2s", "-o"])
-        .arg(&book_path)
-        .arg("--metrics")
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run()
-        .ok();
+    let book = book_path.to_str().unwrap();
+    summarize_with_scrapes(&["--format", "xlsx", "--window", "2s", "-o", book], &m).ok();
     let mut book: Xlsx<_> = open_workbook(&book_path).unwrap();
     let windows: Vec<Vec<Data>> = book
         .worksheet_range("windows")
@@ -520,10 +467,11 @@ fn summarize_csv_windows_carry_the_server_figures() {
     );
 
     // Without --metrics, the requests' series alone, as before.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--window", "2s"])
-        .arg(data("results/small.ndjson"))
-        .run();
+    let run = run_file(
+        "trace-summarize",
+        &["--format", "csv", "--window", "2s"],
+        data("results/small.ndjson"),
+    );
     run.ok();
     crate::util::assert_text_eq(
         "start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e2e_p99\n\
@@ -539,18 +487,8 @@ fn summarize_names_a_bad_scrape_line() {
         "m.ndjson",
         "{\"t_ms\":0,\"samples\":{}}\n{\"t_ms\":\"soon\",\"samples\":{}}\n",
     );
-    let run = Cmd::new("trace-summarize")
-        .arg("--metrics")
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
-    run.code(2);
-    let stderr = run.stderr.clone();
-    assert!(
-        stderr.contains(&format!(
-            "{}:2: error: field `t_ms`: `\"soon\"` is not a number",
-            m.display()
-        )),
-        "{stderr}"
-    );
+    summarize_with_scrapes(&[], &m).code(2).stderr_has(&format!(
+        "{}:2: error: field `t_ms`: `\"soon\"` is not a number",
+        m.display()
+    ));
 }

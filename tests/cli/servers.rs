@@ -130,20 +130,31 @@ impl Scripted {
     /// As [`Scripted::start`], with the answer chosen from the request's
     /// head too (a server that echoes headers).
     pub fn start_with_head(choose: Chooser) -> Scripted {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let log = log.clone();
-                let choose = choose.clone();
-                std::thread::spawn(move || serve(conn, &*choose, &log));
-            }
-        });
-        Scripted { url, seen }
+        let addr = accept_each(move |conn| serve(conn, &*choose, &log));
+        Scripted {
+            url: format!("http://{addr}"),
+            seen,
+        }
     }
+}
+
+/// Listen on a free loopback port and hand each connection to `handle` on
+/// a thread of its own, for as long as the test process lives; the
+/// address listened on.
+fn accept_each(handle: impl Fn(TcpStream) + Send + Sync + 'static) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = Arc::new(handle);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let handle = handle.clone();
+            std::thread::spawn(move || handle(conn));
+        }
+    });
+    addr
 }
 
 /// Chooses the answer from the request's head and body.
@@ -270,20 +281,14 @@ impl Tls {
                 .with_single_cert(certs, key)
                 .unwrap(),
         );
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("https://{}", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let config = config.clone();
-                std::thread::spawn(move || {
-                    let tls = rustls::ServerConnection::new(config).unwrap();
-                    // A client that rejects the certificate ends here.
-                    let _ = serve_tls(rustls::StreamOwned::new(tls, conn), body);
-                });
-            }
+        let addr = accept_each(move |conn| {
+            let tls = rustls::ServerConnection::new(config.clone()).unwrap();
+            // A client that rejects the certificate ends here.
+            let _ = serve_tls(rustls::StreamOwned::new(tls, conn), body);
         });
-        Tls { url }
+        Tls {
+            url: format!("https://{addr}"),
+        }
     }
 }
 
@@ -398,26 +403,20 @@ pub struct Raw {
 
 impl Raw {
     pub fn start(answer: RawAnswer) -> Raw {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let answer = answer.clone();
-                std::thread::spawn(move || {
-                    let _ = conn.set_nodelay(true);
-                    let Some((mut reader, head, length)) = read_head(&conn) else {
-                        return;
-                    };
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    answer(&head, &String::from_utf8_lossy(&body), conn);
-                });
+        let addr = accept_each(move |conn| {
+            let _ = conn.set_nodelay(true);
+            let Some((mut reader, head, length)) = read_head(&conn) else {
+                return;
+            };
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                return;
             }
+            answer(&head, &String::from_utf8_lossy(&body), conn);
         });
-        Raw { url }
+        Raw {
+            url: format!("http://{addr}"),
+        }
     }
 }
 

@@ -56,12 +56,7 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_status() {
         // SAFETY: kill(2) on the child this test started.
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
         let out = child.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::util::assert_exit(&out, code);
         let s = statuses(&dir, 100);
         let ok = s.iter().filter(|s| *s == "ok").count();
         let cancelled = s.iter().filter(|s| *s == "cancelled").count();
@@ -109,11 +104,6 @@ fn ctrl_c_while_the_input_has_not_ended_stops_at_once() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
     let out = child.wait_with_output().unwrap();
     drop(input);
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::assert_exit(&out, 130);
     assert_eq!(statuses(&dir, 3), vec!["cancelled"; 3]);
 }

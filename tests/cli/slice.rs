@@ -2,14 +2,17 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::util::{Cmd, data};
+use crate::util::{data, file_lines, run_stdin};
 
 fn lines(name: &str) -> Vec<String> {
-    std::fs::read_to_string(data(name))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    file_lines(data(name))
+}
+
+/// A bundled trace's lines, and the text they make.
+fn trace(name: &str) -> (Vec<String>, String) {
+    let all = lines(name);
+    let input = all.join("\n");
+    (all, input)
 }
 
 fn ts(line: &str) -> f64 {
@@ -19,10 +22,7 @@ fn ts(line: &str) -> f64 {
 }
 
 fn slice(args: &[&str], input: &str) -> Vec<String> {
-    let run = Cmd::new("trace-slice")
-        .args(args)
-        .stdin(input.to_string())
-        .run();
+    let run = run_stdin("trace-slice", args, input.to_string());
     run.ok();
     run.lines()
 }
@@ -77,8 +77,7 @@ fn slicing_twice_equals_one_combined_slice() {
 
 #[test]
 fn skip_and_head_compose() {
-    let all = lines("synthetic_trace.jsonl");
-    let input = all.join("\n");
+    let (all, input) = trace("synthetic_trace.jsonl");
     let got = slice(&["--skip", "10", "--head", "5"], &input);
     assert_eq!(got, all[10..15].to_vec());
     let twice = slice(
@@ -114,8 +113,7 @@ fn rebase_moves_the_first_kept_record_to_zero() {
 #[test]
 fn shards_are_disjoint_and_complete() {
     for name in ["conversation_trace.jsonl", "sessions.jsonl"] {
-        let all = lines(name);
-        let input = all.join("\n");
+        let (all, input) = trace(name);
         let mut union: Vec<String> = Vec::new();
         let mut session_shard: HashMap<String, usize> = HashMap::new();
         for k in 1..=4 {
@@ -140,8 +138,7 @@ fn shards_are_disjoint_and_complete() {
 
 #[test]
 fn sample_keeps_whole_sessions_and_is_reproducible() {
-    let all = lines("sessions.jsonl");
-    let input = all.join("\n");
+    let (all, input) = trace("sessions.jsonl");
     let a = slice(&["--sample", "0.5", "--seed", "1"], &input);
     let b = slice(&["--sample", "0.5", "--seed", "1"], &input);
     let c = slice(&["--sample", "0.5", "--seed", "2"], &input);
@@ -179,19 +176,11 @@ fn sessions_by_id() {
 #[test]
 fn bad_records_stop_the_slice_unless_skipped() {
     let input = "{\"timestamp\": 0, \"input_length\": 1}\n{\"timestamp\": \"soon\"}\n{\"timestamp\": 9, \"input_length\": 1}\n";
-    let run = Cmd::new("trace-slice")
-        .args(["--from", "1ms"])
-        .stdin(input)
-        .run();
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-slice: <stdin>:2: error: field `timestamp`: expected a number ≥ 0, found \"soon\"\n"
+    let run = run_stdin("trace-slice", &["--from", "1ms"], input);
+    run.code(2).stderr_is(
+        "trace-slice: <stdin>:2: error: field `timestamp`: expected a number ≥ 0, found \"soon\"\n",
     );
-    let run = Cmd::new("trace-slice")
-        .args(["--from", "1ms", "--skip-invalid"])
-        .stdin(input)
-        .run();
+    let run = run_stdin("trace-slice", &["--from", "1ms", "--skip-invalid"], input);
     run.code(0);
     assert_eq!(run.lines(), vec!["{\"timestamp\": 9, \"input_length\": 1}"]);
     assert_eq!(
@@ -216,10 +205,7 @@ fn shards_keep_dependency_graphs_whole() {
     .map(|l| format!("{l}\n"))
     .concat();
     let ids = |shard: &str| -> Vec<String> {
-        let run = Cmd::new("trace-slice")
-            .args(["--shard", shard])
-            .stdin(input.clone())
-            .run();
+        let run = run_stdin("trace-slice", &["--shard", shard], input.clone());
         run.ok();
         run.json_lines()
             .iter()

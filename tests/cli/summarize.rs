@@ -14,16 +14,10 @@
 
 use serde_json::Value;
 
-use crate::util::{Cmd, TestDir, assert_text_eq, data};
+use crate::util::{TestDir, assert_text_eq, data, run_file, run_stdin, summary_json};
 
 fn summarize(args: &[&str]) -> Value {
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json"])
-        .args(args)
-        .arg(data("results/small.ndjson"))
-        .run();
-    run.ok();
-    run.json()
+    summary_json(args, data("results/small.ndjson"))
 }
 
 #[track_caller]
@@ -254,15 +248,7 @@ fn several_files_are_one_run() {
 /// 4, 6, 2, 0, 0; counted at completion, second 4 would have had 10.
 #[test]
 fn tokens_per_second_follow_the_chunks() {
-    let run = |args: &[&str]| {
-        let run = Cmd::new("trace-summarize")
-            .args(["--format", "json"])
-            .args(args)
-            .arg(data("results/streamed.ndjson"))
-            .run();
-        run.ok();
-        run.json()
-    };
+    let run = |args: &[&str]| summary_json(args, data("results/streamed.ndjson"));
     let j = run(&["--window", "1s"]);
     close(&j["peak"]["output_tokens_per_s"], 6.0);
     let w = j["windows"].as_array().unwrap();
@@ -304,10 +290,11 @@ fn tokens_per_second_follow_the_chunks() {
     assert_eq!(tps, vec![2.0, 5.0, 1.0, 0.0]);
 
     // The same rows in the table and in CSV, the empty window included.
-    let table = Cmd::new("trace-summarize")
-        .args(["--window", "1s"])
-        .arg(data("results/streamed.ndjson"))
-        .run();
+    let table = run_file(
+        "trace-summarize",
+        &["--window", "1s"],
+        data("results/streamed.ndjson"),
+    );
     table.ok();
     let text = table.stdout_str();
     let series = &text[text.find("start_s").unwrap()..];
@@ -324,10 +311,11 @@ start_s  started  completed  errors  output_tokens_per_s  ttft_p50  ttft_p99  e2
 ",
         series,
     );
-    let csv = Cmd::new("trace-summarize")
-        .args(["--window", "1s", "--format", "csv"])
-        .arg(data("results/streamed.ndjson"))
-        .run();
+    let csv = run_file(
+        "trace-summarize",
+        &["--window", "1s", "--format", "csv"],
+        data("results/streamed.ndjson"),
+    );
     csv.ok();
     assert_text_eq(
         "\
@@ -346,10 +334,11 @@ start_s,started,completed,errors,output_tokens_per_s,ttft_p50,ttft_p99,e2e_p50,e
 
 #[test]
 fn a_window_too_narrow_for_the_run_is_refused() {
-    let run = Cmd::new("trace-summarize")
-        .args(["--window", "0.01ms"])
-        .arg(data("results/streamed.ndjson"))
-        .run();
+    let run = run_file(
+        "trace-summarize",
+        &["--window", "0.01ms"],
+        data("results/streamed.ndjson"),
+    );
     run.code(2);
     assert_text_eq(
         "trace-summarize: error: --window 0.01ms: the run spans 630001 windows of that width, \
@@ -360,10 +349,11 @@ fn a_window_too_narrow_for_the_run_is_refused() {
 
 #[test]
 fn csv_rows_append() {
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--by", "status"])
-        .arg(data("results/small.ndjson"))
-        .run();
+    let run = run_file(
+        "trace-summarize",
+        &["--format", "csv", "--by", "status"],
+        data("results/small.ndjson"),
+    );
     run.ok();
     let mut rdr = csv::Reader::from_reader(run.stdout.as_slice());
     let header = rdr.headers().unwrap().clone();
@@ -382,10 +372,11 @@ fn csv_rows_append() {
     assert_eq!(&rows[2][col("requests.ok")], "4");
     // A figure with no value is an empty cell.
     assert_eq!(&rows[1][col("ttft.mean")], "");
-    let again = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--no-header"])
-        .arg(data("results/small.ndjson"))
-        .run();
+    let again = run_file(
+        "trace-summarize",
+        &["--format", "csv", "--no-header"],
+        data("results/small.ndjson"),
+    );
     again.ok();
     assert_eq!(again.lines().len(), 1);
     assert!(
@@ -397,8 +388,9 @@ fn csv_rows_append() {
 
 #[test]
 fn fail_if_gates() {
-    let run = Cmd::new("trace-summarize")
-        .args([
+    let run = run_file(
+        "trace-summarize",
+        &[
             "--format",
             "json",
             "--fail-if",
@@ -407,35 +399,35 @@ fn fail_if_gates() {
             "requests.error>0",
             "--fail-if",
             "e2e.max<2s",
-        ])
-        .arg(data("results/small.ndjson"))
-        .run();
-    run.code(1);
-    assert_eq!(
-        run.stderr,
+        ],
+        data("results/small.ndjson"),
+    );
+    run.code(1).stderr_is(
         "trace-summarize: warning: threshold crossed: ttft.p99 is 300 (--fail-if 'ttft.p99>250ms')\n\
          trace-summarize: warning: threshold crossed: requests.error is 1 (--fail-if 'requests.error>0')\n\
-         trace-summarize: warning: threshold crossed: e2e.max is 1100 (--fail-if 'e2e.max<2s')\n"
+         trace-summarize: warning: threshold crossed: e2e.max is 1100 (--fail-if 'e2e.max<2s')\n",
     );
-    let run = Cmd::new("trace-summarize")
-        .args([
+    let run = run_file(
+        "trace-summarize",
+        &[
             "--fail-if",
             "ttft.p99<=0.3s",
             "--fail-if",
             "throughput.requests_per_s>=3",
-        ])
-        .arg(data("results/small.ndjson"))
-        .run();
+        ],
+        data("results/small.ndjson"),
+    );
     run.code(1);
-    let run = Cmd::new("trace-summarize")
-        .args([
+    let run = run_file(
+        "trace-summarize",
+        &[
             "--fail-if",
             "ttft.p99>300ms",
             "--fail-if",
             "requests.cancelled!=0",
-        ])
-        .arg(data("results/small.ndjson"))
-        .run();
+        ],
+        data("results/small.ndjson"),
+    );
     run.ok();
 }
 
@@ -452,10 +444,8 @@ fn edge_cases_of_results() {
         .args(["--format", "json", "failed.ndjson"])
         .run();
     // No ok result is a negative answer; the report is still printed.
-    run.code(1);
-    assert_eq!(
-        run.stderr,
-        "trace-summarize: warning: no result is ok: 1 error, 0 timeout, 0 cancelled of 1 (see their `error`)\n"
+    run.code(1).stderr_is(
+        "trace-summarize: warning: no result is ok: 1 error, 0 timeout, 0 cancelled of 1 (see their `error`)\n",
     );
     let j = run.json();
     assert_eq!(j["ttft"]["count"], 0);
@@ -468,31 +458,21 @@ fn edge_cases_of_results() {
         .args(["--fail-if", "ttft.p99>1s", "failed.ndjson"])
         .run();
     run.code(1);
-    assert!(
-        run.stderr.contains("ttft.p99 has no value"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("ttft.p99 has no value");
     // No input at all.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json"])
-        .stdin("")
-        .run();
-    run.code(1);
-    assert_eq!(
-        run.stderr,
-        "trace-summarize: warning: no results to summarize: the input is empty (give trace-replay's output)\n"
+    let run = run_stdin("trace-summarize", &["--format", "json"], "");
+    run.code(1).stderr_is(
+        "trace-summarize: warning: no results to summarize: the input is empty (give trace-replay's output)\n",
     );
     assert_eq!(run.json()["requests"]["total"], 0);
     // Only warmup results.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json"])
-        .stdin("{\"sent_ms\":5,\"scheduled_ms\":5,\"status\":\"ok\",\"warmup\":true}\n")
-        .run();
-    run.code(1);
-    assert_eq!(
-        run.stderr,
-        "trace-summarize: warning: no results to summarize: warmup results are left out, and there are only those (1)\n"
+    let run = run_stdin(
+        "trace-summarize",
+        &["--format", "json"],
+        "{\"sent_ms\":5,\"scheduled_ms\":5,\"status\":\"ok\",\"warmup\":true}\n",
+    );
+    run.code(1).stderr_is(
+        "trace-summarize: warning: no results to summarize: warmup results are left out, and there are only those (1)\n",
     );
 }
 
@@ -563,10 +543,7 @@ fn one_row_per_request_for_spreadsheets() {
         r#"{"index":1,"session_id":"s","scheduled_ms":20.0,"sent_ms":20.0,"start_time":"2026-11-23T10:00:00.020000Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":null,"output_length":null,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":500,"error":"HTTP 500: boom, really"}"#,
         "\n"
     );
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "csv"])
-        .stdin(input)
-        .run();
+    let run = run_stdin("trace-summarize", &["--requests", "csv"], input);
     run.ok();
     // Worked out by hand: lag = sent - scheduled; TPOT = (400 - 100) / (4 - 1).
     assert_text_eq(
@@ -578,10 +555,11 @@ fn one_row_per_request_for_spreadsheets() {
     let mut rows = csv::Reader::from_reader(run.stdout.as_slice());
     assert_eq!(rows.records().count(), 2);
 
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "json", "--convention", "vllm"])
-        .stdin(input)
-        .run();
+    let run = run_stdin(
+        "trace-summarize",
+        &["--requests", "json", "--convention", "vllm"],
+        input,
+    );
     run.ok();
     let first: Value = serde_json::from_str(run.lines()[0].as_str()).unwrap();
     assert_eq!(first["id"], "a");
@@ -617,10 +595,11 @@ fn rows_with_unusual_labels_are_read_as_serde_reads_them() {
         r#"{"index":2,"turn":1,"turn":2,"sent_ms":5,"status":"error","finish_reason":"length"}"#,
         "\n"
     );
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "csv", "--skip-invalid"])
-        .stdin(input)
-        .run();
+    let run = run_stdin(
+        "trace-summarize",
+        &["--requests", "csv", "--skip-invalid"],
+        input,
+    );
     run.code(0);
     // Row 0: sent 1.05e1 = 10.5, gaps 1.5 and 2.5 (mean 2, max 2.5), no
     // TTFT so no TPOT. Line 2 names `id` twice; a `turn` given twice is
@@ -862,14 +841,10 @@ fn a_plot_name_for_a_format_that_is_not_drawn_is_refused() {
             .args(["--plot", name])
             .arg(data("results/small.ndjson"))
             .run();
-        run.code(2);
-        assert_eq!(
-            run.stderr,
-            format!(
-                "trace-summarize: error: --plot {name}: the name {what}; give a name ending in \
-                 .svg (the plot) or .html (the plot in a web page)\n"
-            )
-        );
+        run.code(2).stderr_is(format!(
+            "trace-summarize: error: --plot {name}: the name {what}; give a name ending in \
+             .svg (the plot) or .html (the plot in a web page)\n"
+        ));
         assert_eq!(run.stdout_str(), "");
         assert!(!dir.join(name).exists());
     }

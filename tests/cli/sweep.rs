@@ -22,6 +22,13 @@ const RECORDS: usize = 48;
 const GAP_MS: f64 = 50.0;
 const SLO_TTFT_MS: f64 = 150.0;
 
+/// A fresh directory for one test, holding `trace()` as trace.jsonl.
+fn dir_with_trace(name: &str) -> TestDir {
+    let dir = TestDir::new(name);
+    dir.write("trace.jsonl", trace());
+    dir
+}
+
 /// 48 requests 50 ms apart (20/s at speed 1).
 fn trace() -> String {
     (0..RECORDS)
@@ -191,17 +198,22 @@ fn a_search_lands_where_the_model_says() {
     assert_eq!(speeds.last(), Some(&2.0), "{speeds:?}");
 }
 
+/// trace-sweep at speeds 1 and 2 with a TTFT SLO no run meets, in `dir`.
+fn sweep_at_1_and_2_with_an_slo_of_1ms(dir: &TestDir, extra: &[&str]) -> Run {
+    dir.cmd("trace-sweep")
+        .args([
+            "--sim", "--slo", "ttft=1ms", "-o", "runs", "--speeds", "1,2",
+        ])
+        .args(extra)
+        .arg("trace.jsonl")
+        .run()
+}
+
 #[test]
 fn no_speed_meeting_the_slo_is_a_negative_answer() {
-    let dir = TestDir::new("sweep-none");
-    dir.write("trace.jsonl", trace());
-    let run = dir
-        .cmd("trace-sweep")
-        .args(["--sim", "--slo", "ttft=1ms", "-o", "runs"])
-        .args(["--speeds", "1,2", "--format", "json"])
-        .args(["--between", "echo ran >> between.log"])
-        .arg("trace.jsonl")
-        .run();
+    let dir = dir_with_trace("sweep-none");
+    let between = ["--format", "json", "--between", "echo ran >> between.log"];
+    let run = sweep_at_1_and_2_with_an_slo_of_1ms(&dir, &between);
     run.code(1);
     let j = run.json();
     assert_eq!(j["max_speed"], serde_json::Value::Null);
@@ -213,36 +225,20 @@ fn no_speed_meeting_the_slo_is_a_negative_answer() {
     }
     // Between the two runs, once.
     assert_eq!(dir.read("between.log"), b"ran\n");
-    assert!(
-        run.stderr.contains("no speed met the SLO"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("no speed met the SLO");
 }
 
 #[test]
 fn a_failing_between_command_stops_the_sweep() {
-    let dir = TestDir::new("sweep-between");
-    dir.write("trace.jsonl", trace());
-    let run = dir
-        .cmd("trace-sweep")
-        .args(["--sim", "--slo", "ttft=1ms", "-o", "runs"])
-        .args(["--speeds", "1,2", "--between", "exit 3"])
-        .arg("trace.jsonl")
-        .run();
+    let dir = dir_with_trace("sweep-between");
+    let run = sweep_at_1_and_2_with_an_slo_of_1ms(&dir, &["--between", "exit 3"]);
     run.code(2);
-    assert!(
-        run.stderr
-            .contains("trace-sweep: error: --between `exit 3` failed (exit status: 3)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("trace-sweep: error: --between `exit 3` failed (exit status: 3)");
 }
 
 #[test]
 fn bad_flags_are_refused_before_any_run() {
-    let dir = TestDir::new("sweep-usage");
-    dir.write("trace.jsonl", trace());
+    let dir = dir_with_trace("sweep-usage");
     let cases: [(&[&str], &str); 5] = [
         (
             &["--sim", "--replay-arg=--no-such-flag"],
@@ -334,8 +330,7 @@ fn ctrl_c_stops_the_run_and_prints_the_rows_so_far() {
 #[test]
 fn each_run_keeps_its_server_scrape_and_the_sweep_is_a_spreadsheet() {
     use calamine::{Reader, Xlsx, open_workbook};
-    let dir = TestDir::new("sweep-xlsx");
-    dir.write("trace.jsonl", trace());
+    let dir = dir_with_trace("sweep-xlsx");
     let run = dir
         .cmd("trace-sweep")
         .args(["--sim", "--slo", "ttft=1s", "-o", "runs", "--speeds", "4,2"])
@@ -447,8 +442,7 @@ fn each_row_says_what_the_server_was_doing() {
 
     // An SLO both runs meet (the model's worst TTFT at 4 is 801.2 ms), so
     // that neither stops early.
-    let dir = TestDir::new("sweep-server");
-    dir.write("trace.jsonl", trace());
+    let dir = dir_with_trace("sweep-server");
     let run = dir
         .cmd("trace-sweep")
         .args(["--sim", "--slo", "ttft=2s", "-o", "runs", "--speeds", "1,4"])

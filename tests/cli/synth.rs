@@ -1,6 +1,6 @@
 use serde_json::Value;
 
-use crate::util::{Cmd, TestDir, data, hash_ids as ids};
+use crate::util::{Cmd, TestDir, data, hash_ids as ids, run_stdin};
 use tracekit::tokenizer::Tokenizer;
 
 /// The first `n` records of the Mooncake conversation trace.
@@ -10,7 +10,7 @@ fn conversation(n: usize) -> String {
 }
 
 fn synth(args: &[&str], input: &str) -> Vec<Value> {
-    let run = Cmd::new("trace-synth").args(args).stdin(input).run();
+    let run = run_stdin("trace-synth", args, input);
     run.ok();
     run.json_lines()
 }
@@ -90,7 +90,7 @@ fn messages_and_token_ids_forms() {
 #[test]
 fn records_with_a_prompt_pass_through_byte_identical() {
     let input = "{\"timestamp\": 1.50, \"text_input\": \"hi\", \"output_length\": 3}\n";
-    let run = Cmd::new("trace-synth").stdin(input).run();
+    let run = run_stdin("trace-synth", &[], input);
     run.ok();
     assert_eq!(run.stdout_str(), input);
 }
@@ -98,23 +98,18 @@ fn records_with_a_prompt_pass_through_byte_identical() {
 #[test]
 fn wrong_block_count_names_record_and_hints_block_size() {
     let input = "{\"timestamp\":0,\"input_length\":600,\"output_length\":1,\"hash_ids\":[1]}\n";
-    let run = Cmd::new("trace-synth").stdin(input).run();
-    run.code(2);
-    assert_eq!(
-        run.stderr,
+    let run = run_stdin("trace-synth", &[], input);
+    run.code(2).stderr_is(
         "trace-synth: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs \
-         ceil(600 / 512) = 2; if the trace uses another block size, give --block-size\n"
+         ceil(600 / 512) = 2; if the trace uses another block size, give --block-size\n",
     );
-    let run = Cmd::new("trace-synth")
-        .args(["--tokenizer", "no/such/tokenizer.json"])
-        .stdin(input)
-        .run();
+    let run = run_stdin(
+        "trace-synth",
+        &["--tokenizer", "no/such/tokenizer.json"],
+        input,
+    );
     run.code(2);
-    assert!(
-        run.stderr.contains("no/such/tokenizer.json"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("no/such/tokenizer.json");
 }
 
 /// Two records sharing their first 512-token block, synthesized with the
@@ -178,19 +173,16 @@ fn a_tokenizer_that_merges_words_is_refused_with_the_reason() {
     // side by side they are not.
     let path = data("tokenizers/wordlevel-merging.json");
     let path = path.to_str().unwrap();
-    let run = Cmd::new("trace-synth")
-        .args(["--tokenizer", path])
-        .stdin("{\"timestamp\":0,\"input_length\":7,\"output_length\":2}\n")
-        .run();
-    run.code(2);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "trace-synth: error: tokenizer {path} (WordLevel model) does not keep space-led words \
-             apart: 2048 of its single-token words written together give 1537 tokens, not 2048 \
-             (first at word 0, \"bili ceni\"); prompts of exact length cannot be built from it\n"
-        )
+    let run = run_stdin(
+        "trace-synth",
+        &["--tokenizer", path],
+        "{\"timestamp\":0,\"input_length\":7,\"output_length\":2}\n",
     );
+    run.code(2).stderr_is(format!(
+        "trace-synth: error: tokenizer {path} (WordLevel model) does not keep space-led words \
+         apart: 2048 of its single-token words written together give 1537 tokens, not 2048 \
+         (first at word 0, \"bili ceni\"); prompts of exact length cannot be built from it\n"
+    ));
 }
 
 #[test]
@@ -213,10 +205,11 @@ fn the_prompt_length_replaces_a_stale_observed_prompt_tokens() {
 
 #[test]
 fn rescaled_then_synthesized_prompts_are_asked_for_at_their_new_length() {
-    let rescaled = Cmd::new("trace-rescale")
-        .args(["--input-scale", "20"])
-        .stdin("{\"input_length\":3,\"output_length\":2,\"observed\":{\"prompt_tokens\":3}}\n")
-        .run();
+    let rescaled = run_stdin(
+        "trace-rescale",
+        &["--input-scale", "20"],
+        "{\"input_length\":3,\"output_length\":2,\"observed\":{\"prompt_tokens\":3}}\n",
+    );
     rescaled.ok();
     let out = synth(&[], &rescaled.stdout_str());
     assert_eq!(out[0]["observed"]["prompt_tokens"], 60);
@@ -268,17 +261,13 @@ fn a_model_name_is_found_in_the_local_hugging_face_cache() {
         .env("HF_HUB_CACHE", "")
         .stdin(input)
         .run();
-    missing.code(2);
-    assert_eq!(
-        missing.stderr,
-        format!(
-            "trace-synth: error: tokenizer `acme/other` is neither a built-in (o200k_base, \
-             cl100k_base, r50k_base), nor an existing file, nor a model in the local Hugging \
-             Face cache (looked for {}/hub/models--acme--other/snapshots/*/tokenizer.json; the \
-             cache is HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else \
-             ~/.cache/huggingface/hub); nothing is downloaded: fetch it first (huggingface-cli \
-             download acme/other tokenizer.json) or give the file's path\n",
-            dir.path.display()
-        )
-    );
+    missing.code(2).stderr_is(format!(
+        "trace-synth: error: tokenizer `acme/other` is neither a built-in (o200k_base, \
+         cl100k_base, r50k_base), nor an existing file, nor a model in the local Hugging \
+         Face cache (looked for {}/hub/models--acme--other/snapshots/*/tokenizer.json; the \
+         cache is HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else \
+         ~/.cache/huggingface/hub); nothing is downloaded: fetch it first (huggingface-cli \
+         download acme/other tokenizer.json) or give the file's path\n",
+        dir.path.display()
+    ));
 }

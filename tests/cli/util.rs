@@ -346,3 +346,58 @@ pub fn assert_rows(text: &str, names: &[&str]) {
         );
     }
 }
+
+// The idioms the integration tests repeat, each written once: a tool run
+// on stdin or on a file, an exact stderr, a file's lines, a JSON summary.
+
+/// `tool args` with `input` on stdin, run to its end.
+pub fn run_stdin(tool: &str, args: &[&str], input: impl Into<Vec<u8>>) -> Run {
+    Cmd::new(tool).args(args).stdin(input).run()
+}
+
+/// `tool args file`, run to its end.
+pub fn run_file(tool: &str, args: &[&str], file: impl AsRef<std::ffi::OsStr>) -> Run {
+    Cmd::new(tool).args(args).arg(file).run()
+}
+
+impl Run {
+    /// Stderr is `want`, to the byte.
+    #[track_caller]
+    pub fn stderr_is(&self, want: impl AsRef<str>) -> &Run {
+        assert_eq!(self.stderr, want.as_ref(), "\n{}", self.desc);
+        self
+    }
+}
+
+/// The lines of a text file.
+pub fn file_lines(path: impl AsRef<Path>) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `trace-summarize --format json args results`, which must exit 0 with a
+/// quiet stderr: its report.
+pub fn summary_json(args: &[&str], results: impl AsRef<std::ffi::OsStr>) -> serde_json::Value {
+    let run = Cmd::new("trace-summarize")
+        .args(["--format", "json"])
+        .args(args)
+        .arg(results)
+        .run();
+    run.ok();
+    run.json()
+}
+
+/// A spawned command ended with status `want`; the assertion shows its
+/// stderr.
+#[track_caller]
+pub fn assert_exit(out: &std::process::Output, want: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(want),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::util::{Cmd, TestDir, data};
+use crate::util::{Cmd, TestDir, data, run_file, run_stdin};
 
 fn records(name: &str) -> Vec<Value> {
     std::fs::read_to_string(data(name))
@@ -15,7 +15,7 @@ fn records(name: &str) -> Vec<Value> {
 #[test]
 fn real_mooncake_traces_pass_byte_identical() {
     for name in ["conversation_trace.jsonl", "synthetic_trace.jsonl"] {
-        let run = Cmd::new("trace-validate").arg(data(name)).run();
+        let run = run_file("trace-validate", &[], data(name));
         run.ok();
         assert!(
             run.stdout == std::fs::read(data(name)).unwrap(),
@@ -73,10 +73,11 @@ fn lru_hit_rate(recs: &[Value], capacity: usize) -> f64 {
 #[test]
 fn report_figures_match_an_independent_computation() {
     let recs = records("conversation_trace.jsonl");
-    let run = Cmd::new("trace-validate")
-        .args(["--report-format", "json", "--cache-blocks", "5000"])
-        .arg(data("conversation_trace.jsonl"))
-        .run();
+    let run = run_file(
+        "trace-validate",
+        &["--report-format", "json", "--cache-blocks", "5000"],
+        data("conversation_trace.jsonl"),
+    );
     run.ok();
     let report = run.json();
 
@@ -153,10 +154,11 @@ fn report_counts_sessions_and_turns() {
             *turns.entry(s).or_default() += 1;
         }
     }
-    let run = Cmd::new("trace-validate")
-        .args(["--report-format", "json"])
-        .arg(data("sessions.jsonl"))
-        .run();
+    let run = run_file(
+        "trace-validate",
+        &["--report-format", "json"],
+        data("sessions.jsonl"),
+    );
     run.ok();
     let s = &run.json()["sessions"];
     assert_eq!(s["count"], turns.len() as u64);
@@ -234,12 +236,10 @@ fn max_errors_limits_what_is_printed() {
         .cmd("trace-validate")
         .args(["--max-errors", "2", "t.jsonl"])
         .run();
-    run.code(1);
-    assert_eq!(
-        run.stderr,
+    run.code(1).stderr_is(
         "trace-validate: t.jsonl:1:1: error: invalid JSON: expected a JSON value, near `x`\n\
          trace-validate: t.jsonl:2:1: error: invalid JSON: expected a JSON value, near `x`\n\
-         trace-validate: note: 3 more errors and warnings not shown (--max-errors 2)\n"
+         trace-validate: note: 3 more errors and warnings not shown (--max-errors 2)\n",
     );
 }
 
@@ -257,10 +257,11 @@ fn dependency_graphs_are_described_and_delta_turns_need_a_parent() {
     ]
     .map(|l| format!("{l}\n"))
     .concat();
-    let run = Cmd::new("trace-validate")
-        .args(["--report-format", "json"])
-        .stdin(input.clone())
-        .run();
+    let run = run_stdin(
+        "trace-validate",
+        &["--report-format", "json"],
+        input.clone(),
+    );
     run.ok();
     assert_eq!(
         run.json()["dependencies"],
@@ -290,11 +291,9 @@ fn dependency_graphs_are_described_and_delta_turns_need_a_parent() {
     ]
     .map(|l| format!("{l}\n"))
     .concat();
-    let run = Cmd::new("trace-validate").stdin(input).run();
-    run.code(1);
-    assert_eq!(
-        run.stderr,
+    let run = run_stdin("trace-validate", &[], input);
+    run.code(1).stderr_is(
         "trace-validate: <stdin>:1: error: field `message_mode`: \"delta\" continues a \
-         conversation, but this record has no `after` and no earlier turn of its `session_id`\n"
+         conversation, but this record has no `after` and no earlier turn of its `session_id`\n",
     );
 }

@@ -4,7 +4,7 @@
 
 use calamine::{Data, Reader, Xlsx, open_workbook};
 
-use crate::util::{Cmd, TestDir, data};
+use crate::util::{Cmd, TestDir, data, run_file};
 
 fn sheet(book: &mut Xlsx<std::io::BufReader<std::fs::File>>, name: &str) -> Vec<Vec<Data>> {
     let range = book
@@ -88,10 +88,11 @@ fn the_report_as_a_spreadsheet() {
     assert_eq!(row("throughput.output_tokens_per_s")[1], s("tokens/s"));
     assert_eq!(row("throughput.output_tokens_per_s")[2], n(100.0));
     // Every figure is the CSV report's, in its order.
-    let csv = Cmd::new("trace-summarize")
-        .args(["--format", "csv", "--by", "status"])
-        .arg(data("results/conventions.ndjson"))
-        .run();
+    let csv = run_file(
+        "trace-summarize",
+        &["--format", "csv", "--by", "status"],
+        data("results/conventions.ndjson"),
+    );
     csv.ok();
     let mut reader = csv::Reader::from_reader(&csv.stdout[..]);
     let keys: Vec<String> = reader
@@ -156,12 +157,13 @@ itl_max_ms,input_length,prompt_tokens,output_length,completion_tokens,cached_tok
         ]
     );
     // Every row is the --requests csv row.
-    let rows = Cmd::new("trace-summarize")
-        .args(["--requests", "csv"])
-        .arg(data("results/conventions.ndjson"))
-        .run();
-    rows.ok();
-    let want = rows.lines();
+    let want = run_file(
+        "trace-summarize",
+        &["--requests", "csv"],
+        data("results/conventions.ndjson"),
+    )
+    .ok()
+    .lines();
     for (got, want) in requests.iter().zip(&want) {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(got.iter().map(as_csv)).unwrap();
@@ -251,15 +253,14 @@ fn no_windows_sheet_without_window_and_one_column_without_by() {
 
 #[test]
 fn xlsx_needs_a_file_named_xlsx() {
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "xlsx"])
-        .arg(data("results/conventions.ndjson"))
-        .run();
-    run.code(2);
-    assert_eq!(
-        run.stderr,
+    let run = run_file(
+        "trace-summarize",
+        &["--format", "xlsx"],
+        data("results/conventions.ndjson"),
+    );
+    run.code(2).stderr_is(
         "trace-summarize: error: --format xlsx writes a spreadsheet, not text for a terminal or \
-         a pipe: give -o FILE.xlsx\n"
+         a pipe: give -o FILE.xlsx\n",
     );
     assert!(run.stdout.is_empty());
     let dir = TestDir::new("xlsx-name");
