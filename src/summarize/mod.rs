@@ -88,7 +88,7 @@ pub struct Args {
     /// jq), one CSV row per run or group, Markdown for a pull request, or
     /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
     /// the requests and, with --window, one of the windows.
-    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&Format::ALL))]
     pub format: Format,
 
     /// With --format csv, leave out the header row (to append runs to one
@@ -189,15 +189,6 @@ pub struct Args {
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
 }
-
-/// Report formats, as `--help` describes them.
-const FORMATS: [(Format, &str); 5] = [
-    (Format::Table, "Aligned columns for people"),
-    (Format::Json, "One JSON object with stable keys"),
-    (Format::Csv, "One CSV row per run or group, with a header"),
-    (Format::Markdown, "GitHub Markdown tables"),
-    (Format::Xlsx, "A spreadsheet, to the -o file"),
-];
 
 /// Percentiles asked for.
 #[derive(Clone, Debug)]
