@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -409,29 +409,10 @@ impl<'de> Deserialize<'de> for Fields<'de> {
     }
 }
 
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
+/// An object key, borrowed from the line unless it has escapes.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 // ---------------------------------------------------------------------------
 // Parsing raw values, with messages that name the field and quote the value.
@@ -1350,6 +1331,14 @@ pub fn rewrite_each(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_borrowed_from_the_line_unless_escaped() {
+        let Key(plain) = serde_json::from_str::<Key>(r#""model""#).unwrap();
+        assert!(matches!(plain, Cow::Borrowed("model")));
+        let Key(escaped) = serde_json::from_str::<Key>(r#""mod\u0065l""#).unwrap();
+        assert!(matches!(escaped, Cow::Owned(ref k) if k == "model"));
+    }
 
     fn checked(line: &str) -> (Checked, Vec<String>) {
         let rec = Record::parse(line).unwrap();

@@ -273,26 +273,9 @@ fn select(
 
 /// An object key, borrowed from the text unless it has escapes: most keys
 /// are skipped, and need no allocation.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> std::result::Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_string())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[derive(serde::Deserialize)]
 struct WrappedData<'a> {
