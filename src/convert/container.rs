@@ -46,14 +46,7 @@ pub fn for_each_object_or_row(
         source,
         ctx,
         |h| Ok(h.names().to_vec()),
-        |ctx, loc, names, row| {
-            let obj: Object = names
-                .iter()
-                .zip(row.iter())
-                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
-                .collect();
-            f(ctx, loc, obj)
-        },
+        |ctx, loc, names, row| f(ctx, loc, row_object(names, row)),
     )
 }
 
@@ -312,6 +305,8 @@ fn json_error(source: &Arc<str>, e: &serde_json::Error) -> Error {
 /// A CSV header: column positions by name.
 pub struct Header {
     names: Vec<String>,
+    /// The input it heads, for the error of a missing column.
+    source: Arc<str>,
 }
 
 impl Header {
@@ -321,9 +316,9 @@ impl Header {
     }
 
     /// Position of a column the format needs, or an error listing the header.
-    pub fn need(&self, source: &Arc<str>, name: &str) -> Result<usize> {
+    pub fn need(&self, name: &str) -> Result<usize> {
         self.find(name).ok_or_else(|| Error::Record {
-            loc: Location::new(source.clone(), 1),
+            loc: Location::new(self.source.clone(), 1),
             field: String::new(),
             msg: format!(
                 "the header has no `{name}` column (columns: {})",
@@ -360,7 +355,10 @@ pub fn for_each_row<T>(
         .iter()
         .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
         .collect();
-    let header = Header { names };
+    let header = Header {
+        names,
+        source: source.clone(),
+    };
     let cols = columns(&header)?;
     let mut row = csv::StringRecord::new();
     loop {
@@ -414,9 +412,8 @@ fn csv_error(source: &Arc<str>, e: &csv::Error) -> Error {
 }
 
 /// Turn a CSV row into an object keyed by the header's names.
-pub fn row_object(header: &Header, row: &csv::StringRecord) -> Object {
-    header
-        .names
+fn row_object(names: &[String], row: &csv::StringRecord) -> Object {
+    names
         .iter()
         .zip(row.iter())
         .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
