@@ -950,6 +950,22 @@ fn wrong(field: String, what: &str, v: &serde_json::Value) -> FieldError {
     FieldError::new(field, format!("expected {what}, found {}", show(v)))
 }
 
+/// The string `key` of the object at `field`, which must have one (else
+/// None, and the error said).
+fn string_in<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a str> {
+    match obj.get(key) {
+        None => errors.push(FieldError::new(field, format!("has no `{key}`"))),
+        Some(serde_json::Value::String(s)) => return Some(s),
+        Some(other) => errors.push(wrong(format!("{field}.{key}"), "a string", other)),
+    }
+    None
+}
+
 fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<FieldError>) {
     use serde_json::Value;
     let Value::Object(m) = item else {
@@ -960,10 +976,8 @@ fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<Fi
         ));
         return;
     };
-    let role = match m.get("role") {
-        None => return errors.push(FieldError::new(field, "has no `role`")),
-        Some(Value::String(r)) => r.as_str(),
-        Some(other) => return errors.push(wrong(format!("{field}.role"), "a string", other)),
+    let Some(role) = string_in(m, field, "role", errors) else {
+        return;
     };
     if !CHAT_ROLES.contains(&role) {
         errors.push(FieldError::new(
@@ -1082,10 +1096,8 @@ fn check_content_part(
             part,
         ));
     };
-    let ty = match p.get("type") {
-        None => return errors.push(FieldError::new(field, "has no `type`")),
-        Some(Value::String(t)) => t.as_str(),
-        Some(other) => return errors.push(wrong(format!("{field}.type"), "a string", other)),
+    let Some(ty) = string_in(p, field, "type", errors) else {
+        return;
     };
     let allowed = part_types(role);
     if !allowed.contains(&ty) {
