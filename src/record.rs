@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -409,29 +409,10 @@ impl<'de> Deserialize<'de> for Fields<'de> {
     }
 }
 
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
+/// An object key, borrowed from the line unless it has escapes.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 // ---------------------------------------------------------------------------
 // Parsing raw values, with messages that name the field and quote the value.
@@ -969,6 +950,22 @@ fn wrong(field: String, what: &str, v: &serde_json::Value) -> FieldError {
     FieldError::new(field, format!("expected {what}, found {}", show(v)))
 }
 
+/// The string `key` of the object at `field`, which must have one (else
+/// None, and the error said).
+fn string_in<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a str> {
+    match obj.get(key) {
+        None => errors.push(FieldError::new(field, format!("has no `{key}`"))),
+        Some(serde_json::Value::String(s)) => return Some(s),
+        Some(other) => errors.push(wrong(format!("{field}.{key}"), "a string", other)),
+    }
+    None
+}
+
 fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<FieldError>) {
     use serde_json::Value;
     let Value::Object(m) = item else {
@@ -979,10 +976,8 @@ fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<Fi
         ));
         return;
     };
-    let role = match m.get("role") {
-        None => return errors.push(FieldError::new(field, "has no `role`")),
-        Some(Value::String(r)) => r.as_str(),
-        Some(other) => return errors.push(wrong(format!("{field}.role"), "a string", other)),
+    let Some(role) = string_in(m, field, "role", errors) else {
+        return;
     };
     if !CHAT_ROLES.contains(&role) {
         errors.push(FieldError::new(
@@ -1101,10 +1096,8 @@ fn check_content_part(
             part,
         ));
     };
-    let ty = match p.get("type") {
-        None => return errors.push(FieldError::new(field, "has no `type`")),
-        Some(Value::String(t)) => t.as_str(),
-        Some(other) => return errors.push(wrong(format!("{field}.type"), "a string", other)),
+    let Some(ty) = string_in(p, field, "type", errors) else {
+        return;
     };
     let allowed = part_types(role);
     if !allowed.contains(&ty) {
@@ -1350,6 +1343,14 @@ pub fn rewrite_each(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_borrowed_from_the_line_unless_escaped() {
+        let Key(plain) = serde_json::from_str::<Key>(r#""model""#).unwrap();
+        assert!(matches!(plain, Cow::Borrowed("model")));
+        let Key(escaped) = serde_json::from_str::<Key>(r#""mod\u0065l""#).unwrap();
+        assert!(matches!(escaped, Cow::Owned(ref k) if k == "model"));
+    }
 
     fn checked(line: &str) -> (Checked, Vec<String>) {
         let rec = Record::parse(line).unwrap();

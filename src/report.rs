@@ -558,8 +558,8 @@ pub fn num(v: &Value, decimals: usize) -> String {
 }
 
 /// The forms the reports of trace-summarize and trace-sweep are printed
-/// in (`--format`). Each tool offers those it writes, with its own words
-/// for them in `--help`: see [`Format::parser`].
+/// in (`--format`). Each tool offers those it writes ([`Format::parser`]);
+/// what a form holds for that tool its flag's own help says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// Aligned columns for people.
@@ -568,13 +568,22 @@ pub enum Format {
     Json,
     /// A header and rows.
     Csv,
-    /// GitHub Markdown.
+    /// GitHub Markdown tables.
     Markdown,
-    /// A spreadsheet.
+    /// A spreadsheet, to the -o file.
     Xlsx,
 }
 
 impl Format {
+    /// Every form, in the order `--help` lists them.
+    pub const ALL: [Format; 5] = [
+        Format::Table,
+        Format::Json,
+        Format::Csv,
+        Format::Markdown,
+        Format::Xlsx,
+    ];
+
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -583,6 +592,17 @@ impl Format {
             Format::Csv => "csv",
             Format::Markdown => "markdown",
             Format::Xlsx => "xlsx",
+        }
+    }
+
+    /// What `--help` says of it, beside its name.
+    fn help(self) -> &'static str {
+        match self {
+            Format::Table => "Aligned columns for people",
+            Format::Json => "One JSON object",
+            Format::Csv => "A header and rows",
+            Format::Markdown => "GitHub Markdown tables",
+            Format::Xlsx => "A spreadsheet, to the -o file",
         }
     }
 
@@ -595,21 +615,19 @@ impl Format {
         }
     }
 
-    /// The `--format` parser of a tool that writes `forms`, each with the
-    /// words `--help` says of it.
+    /// The `--format` parser of a tool that writes `forms`.
     pub fn parser(
-        forms: &'static [(Format, &'static str)],
+        forms: &'static [Format],
     ) -> impl clap::builder::TypedValueParser<Value = Format> {
         use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
         PossibleValuesParser::new(
             forms
                 .iter()
-                .map(|(f, help)| PossibleValue::new(f.name()).help(*help)),
+                .map(|f| PossibleValue::new(f.name()).help(f.help())),
         )
         .map(move |name| {
-            forms
+            *forms
                 .iter()
-                .map(|(f, _)| *f)
                 .find(|f| f.name() == name)
                 .expect("the parser accepts only these names")
         })

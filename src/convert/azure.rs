@@ -14,23 +14,20 @@ use crate::error::Result;
 
 /// Azure's CSV header.
 pub fn sniff(head: &Head) -> bool {
-    head.has_column("TIMESTAMP")
-        && head.has_column("ContextTokens")
-        && head.has_column("GeneratedTokens")
+    head.has_columns(&["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
 }
 
 /// Read an Azure trace CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    let src = source.clone();
     container::for_each_row(
         reader,
         source,
         ctx,
         |h| {
             Ok([
-                h.need(&src, "TIMESTAMP")?,
-                h.need(&src, "ContextTokens")?,
-                h.need(&src, "GeneratedTokens")?,
+                h.need("TIMESTAMP")?,
+                h.need("ContextTokens")?,
+                h.need("GeneratedTokens")?,
             ])
         },
         |ctx, loc, &[t, input, output], row| {

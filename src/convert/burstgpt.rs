@@ -26,23 +26,20 @@ struct Columns {
 
 /// BurstGPT's CSV header.
 pub fn sniff(head: &Head) -> bool {
-    head.has_column("Timestamp")
-        && head.has_column("Request tokens")
-        && head.has_column("Response tokens")
+    head.has_columns(&["Timestamp", "Request tokens", "Response tokens"])
 }
 
 /// Read a BurstGPT CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    let src = source.clone();
     container::for_each_row(
         reader,
         source,
         ctx,
         |h| {
             Ok(Columns {
-                timestamp: h.need(&src, "Timestamp")?,
-                request: h.need(&src, "Request tokens")?,
-                response: h.need(&src, "Response tokens")?,
+                timestamp: h.need("Timestamp")?,
+                request: h.need("Request tokens")?,
+                response: h.need("Response tokens")?,
                 session: h.find("Session ID"),
                 elapsed: h.find("Elapsed time"),
             })

@@ -46,14 +46,7 @@ pub fn for_each_object_or_row(
         source,
         ctx,
         |h| Ok(h.names().to_vec()),
-        |ctx, loc, names, row| {
-            let obj: Object = names
-                .iter()
-                .zip(row.iter())
-                .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
-                .collect();
-            f(ctx, loc, obj)
-        },
+        |ctx, loc, names, row| f(ctx, loc, row_object(names, row)),
     )
 }
 
@@ -273,26 +266,9 @@ fn select(
 
 /// An object key, borrowed from the text unless it has escapes: most keys
 /// are skipped, and need no allocation.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> std::result::Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_string())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[derive(serde::Deserialize)]
 struct WrappedData<'a> {
@@ -329,6 +305,8 @@ fn json_error(source: &Arc<str>, e: &serde_json::Error) -> Error {
 /// A CSV header: column positions by name.
 pub struct Header {
     names: Vec<String>,
+    /// The input it heads, for the error of a missing column.
+    source: Arc<str>,
 }
 
 impl Header {
@@ -338,9 +316,9 @@ impl Header {
     }
 
     /// Position of a column the format needs, or an error listing the header.
-    pub fn need(&self, source: &Arc<str>, name: &str) -> Result<usize> {
+    pub fn need(&self, name: &str) -> Result<usize> {
         self.find(name).ok_or_else(|| Error::Record {
-            loc: Location::new(source.clone(), 1),
+            loc: Location::new(self.source.clone(), 1),
             field: String::new(),
             msg: format!(
                 "the header has no `{name}` column (columns: {})",
@@ -377,7 +355,10 @@ pub fn for_each_row<T>(
         .iter()
         .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
         .collect();
-    let header = Header { names };
+    let header = Header {
+        names,
+        source: source.clone(),
+    };
     let cols = columns(&header)?;
     let mut row = csv::StringRecord::new();
     loop {
@@ -431,9 +412,8 @@ fn csv_error(source: &Arc<str>, e: &csv::Error) -> Error {
 }
 
 /// Turn a CSV row into an object keyed by the header's names.
-pub fn row_object(header: &Header, row: &csv::StringRecord) -> Object {
-    header
-        .names
+fn row_object(names: &[String], row: &csv::StringRecord) -> Object {
+    names
         .iter()
         .zip(row.iter())
         .map(|(k, v)| (k.clone(), Value::String(v.to_string())))

@@ -40,16 +40,27 @@ fn show(v: &Value) -> String {
     quote_value(&v.to_string())
 }
 
+/// `field` holds `v` where it should hold `what`.
+fn expected(field: &str, what: &str, v: &Value) -> FieldError {
+    FieldError::new(field, format!("expected {what}, found {}", show(v)))
+}
+
+/// A number, or text that parses as one.
+fn as_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+}
+
 /// A string field (numbers are taken as their text).
 pub fn string<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<String>, FieldError> {
     match present(obj, field) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(v) => Err(FieldError::new(
-            field,
-            format!("expected a string, found {}", show(v)),
-        )),
+        Some(v) => Err(expected(field, "a string", v)),
     }
 }
 
@@ -88,10 +99,7 @@ pub fn count<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<u64>, Fi
                     ),
                 )
             }),
-        None => Err(FieldError::new(
-            field,
-            format!("expected an integer ≥ 0, found {}", show(v)),
-        )),
+        None => Err(expected(field, "an integer ≥ 0", v)),
     }
 }
 
@@ -100,17 +108,9 @@ pub fn number<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<f64>, F
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };
-    let parsed = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
-    match parsed {
+    match as_number(v) {
         Some(f) if f.is_finite() => Ok(Some(f)),
-        _ => Err(FieldError::new(
-            field,
-            format!("expected a number, found {}", show(v)),
-        )),
+        _ => Err(expected(field, "a number", v)),
     }
 }
 
@@ -121,10 +121,7 @@ pub fn flag<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<bool>, Fi
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
-        Some(v) => Err(FieldError::new(
-            field,
-            format!("expected true or false, found {}", show(v)),
-        )),
+        Some(v) => Err(expected(field, "true or false", v)),
     }
 }
 
@@ -138,12 +135,7 @@ pub fn instant<O: Fields + ?Sized>(
     let Some(v) = present(obj, field) else {
         return Ok(None);
     };
-    let secs = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
-    if let Some(secs) = secs {
+    if let Some(secs) = as_number(v) {
         // Epoch seconds are about 1.7e9; milliseconds would be 1.7e12.
         if secs.abs() >= 1e11 {
             return Err(FieldError::new(
@@ -156,9 +148,7 @@ pub fn instant<O: Fields + ?Sized>(
         }
         return time::seconds_to_ns(secs)
             .map(|ns| Some((ns, None)))
-            .ok_or_else(|| {
-                FieldError::new(field, format!("expected epoch seconds, found {}", show(v)))
-            });
+            .ok_or_else(|| expected(field, "epoch seconds", v));
     }
     if let Value::String(s) = v {
         // The Langfuse UI's CSV writes dates JSON-encoded: `"2025-…Z"`.
@@ -167,12 +157,10 @@ pub fn instant<O: Fields + ?Sized>(
             return Ok(Some((epoch_ns, (!has_zone).then(|| s.to_string()))));
         }
     }
-    Err(FieldError::new(
+    Err(expected(
         field,
-        format!(
-            "expected epoch seconds or a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone]), found {}",
-            show(v)
-        ),
+        "epoch seconds or a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone])",
+        v,
     ))
 }
 

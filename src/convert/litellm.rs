@@ -90,8 +90,7 @@ pub fn sniff(head: &Head) -> bool {
             .iter()
             .any(|other| other(head))
     } else {
-        head.has_column("request_id")
-            && head.has_column("startTime")
+        head.has_columns(&["request_id", "startTime"])
             && !azure::sniff(head)
             && !burstgpt::sniff(head)
     }

@@ -305,6 +305,11 @@ impl Head<'_> {
                 .split(',')
                 .any(|c| c.trim() == name)
     }
+
+    /// Not JSON, and the first line has every one of these columns.
+    pub fn has_columns(&self, names: &[&str]) -> bool {
+        names.iter().all(|n| self.has_column(n))
+    }
 }
 
 /// What became of a request in the source.

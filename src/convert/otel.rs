@@ -676,12 +676,7 @@ fn any_value(key: &str, v: &Value) -> std::result::Result<Option<Value>, FieldEr
         },
         "arrayValue" => {
             let mut items = Vec::new();
-            for item in inner
-                .get("values")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for item in values(inner) {
                 if let Some(v) = any_value(key, item)? {
                     items.push(v);
                 }
@@ -690,12 +685,7 @@ fn any_value(key: &str, v: &Value) -> std::result::Result<Option<Value>, FieldEr
         }
         "kvlistValue" => {
             let mut map = Map::new();
-            for kv in inner
-                .get("values")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for kv in values(inner) {
                 if let (Some(k), Some(v)) = (kv.get("key").and_then(Value::as_str), kv.get("value"))
                 {
                     if let Some(v) = any_value(key, v)? {
@@ -713,6 +703,15 @@ fn any_value(key: &str, v: &Value) -> std::result::Result<Option<Value>, FieldEr
         }
     };
     Ok(Some(value))
+}
+
+/// The `values` of an `arrayValue` or `kvlistValue` (none when absent).
+fn values(inner: &Value) -> impl Iterator<Item = &Value> {
+    inner
+        .get("values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 fn first_string(attrs: &Attrs, keys: &[&str]) -> std::result::Result<Option<String>, FieldError> {
@@ -907,6 +906,23 @@ fn micros_as_ns<O: Fields>(obj: &O, field: &str) -> std::result::Result<Option<i
         })
 }
 
+/// A time under OTLP's name, where 0 is unset, else under the first of
+/// the other shapes' names that is present.
+fn time_named<O: Fields>(
+    obj: &O,
+    otlp: &str,
+    others: [&str; 2],
+) -> std::result::Result<Option<i64>, FieldError> {
+    Ok(match time_ns(obj, otlp)? {
+        Some(0) => None,
+        Some(t) => Some(t),
+        None => match time_ns(obj, others[0])? {
+            Some(t) => Some(t),
+            None => time_ns(obj, others[1])?,
+        },
+    })
+}
+
 /// Start and end, epoch ns, under each shape's names.
 fn times<O: Fields>(obj: &O) -> std::result::Result<(Option<i64>, Option<i64>), FieldError> {
     if obj.field("spanID").is_some() {
@@ -915,22 +931,8 @@ fn times<O: Fields>(obj: &O) -> std::result::Result<(Option<i64>, Option<i64>), 
         let dur = micros_as_ns(obj, "duration")?;
         return Ok((start, start.zip(dur).map(|(s, d)| s + d)));
     }
-    let start = match time_ns(obj, "startTimeUnixNano")? {
-        Some(0) => None,
-        Some(t) => Some(t),
-        None => match time_ns(obj, "startTime")? {
-            Some(t) => Some(t),
-            None => time_ns(obj, "start_time")?,
-        },
-    };
-    let end = match time_ns(obj, "endTimeUnixNano")? {
-        Some(0) => None,
-        Some(t) => Some(t),
-        None => match time_ns(obj, "endTime")? {
-            Some(t) => Some(t),
-            None => time_ns(obj, "end_time")?,
-        },
-    };
+    let start = time_named(obj, "startTimeUnixNano", ["startTime", "start_time"])?;
+    let end = time_named(obj, "endTimeUnixNano", ["endTime", "end_time"])?;
     Ok((start, end))
 }
 

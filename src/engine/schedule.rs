@@ -484,6 +484,13 @@ mod tests {
     }
 
     /// Everything due at or before `now`, as (record, due).
+    /// An open loop with no cap on the requests in flight.
+    fn open() -> Schedule<R> {
+        Schedule::new(Pace::Open {
+            max_in_flight: None,
+        })
+    }
+
     fn pop_all(s: &mut Schedule<R>, now: f64) -> Vec<(u32, f64)> {
         std::iter::from_fn(|| s.pop_due(now))
             .map(|(d, r)| (r.n, d))
@@ -492,9 +499,7 @@ mod tests {
 
     #[test]
     fn open_loop_is_due_at_offsets_from_the_first_timestamp() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         for (n, ts) in [(0, 1000.0), (1, 1000.5), (2, 1250.0), (3, 1250.0)] {
             s.push(r(n, ts));
         }
@@ -528,9 +533,7 @@ mod tests {
 
     #[test]
     fn a_later_turn_waits_for_the_previous_one_plus_delay() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(turn(0, 0.0, "a", None));
         s.push(r(1, 5.0));
         s.push(turn(2, 8.0, "a", Some(100.0)));
@@ -552,9 +555,7 @@ mod tests {
 
     #[test]
     fn sessions_interleave_independently() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(turn(0, 0.0, "a", None));
         s.push(turn(1, 1.0, "b", Some(7.0)));
         s.push(turn(2, 2.0, "a", Some(10.0)));
@@ -579,9 +580,7 @@ mod tests {
 
     #[test]
     fn drain_returns_everything_unsent() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(turn(0, 0.0, "a", None));
         s.push(turn(1, 1.0, "a", Some(5.0)));
         s.push(r(2, 9.0));
@@ -594,9 +593,7 @@ mod tests {
 
     #[test]
     fn dependencies_fan_out_and_join_after_their_last_completion() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(call(0, &[], None));
         s.push(call(1, &["c0"], Some(10.0)));
         s.push(call(2, &["c0"], Some(20.0)));
@@ -623,9 +620,7 @@ mod tests {
 
     #[test]
     fn push_says_what_each_record_waits_for() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         // Timed records are due at their offset from the first (1000 ms).
         assert_eq!(s.push(r(0, 1000.0)), Plan::At(0.0));
         assert_eq!(s.push(turn(1, 1250.0, "a", None)), Plan::At(250.0));
@@ -653,9 +648,7 @@ mod tests {
 
     #[test]
     fn a_dependency_completed_before_the_dependent_is_read_counts_from_its_end() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(call(0, &[], None));
         assert_eq!(pop_all(&mut s, 0.0), vec![(0, 0.0)]);
         finish(&mut s, 0, 50.0);
@@ -665,9 +658,7 @@ mod tests {
 
     #[test]
     fn an_unknown_after_id_is_reported_and_ignored() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(r(0, 1000.0));
         // Names itself and a record that is not in the trace (sliced away).
         s.push(call(1, &["c1", "gone"], Some(3.0)));
@@ -691,9 +682,7 @@ mod tests {
 
     #[test]
     fn untimed_later_turns_count_from_the_previous_turn_however_late_they_are_read() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         let untimed = |n, delay| R {
             ts: None,
             ..turn(n, 0.0, "a", Some(delay))
@@ -711,9 +700,7 @@ mod tests {
 
     #[test]
     fn drain_returns_requests_blocked_on_dependencies() {
-        let mut s = Schedule::new(Pace::Open {
-            max_in_flight: None,
-        });
+        let mut s = open();
         s.push(call(0, &[], None));
         s.push(call(1, &["c0"], None));
         s.push(call(2, &["c1"], None));

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::duration;
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Location, Result};
 use crate::io::{self, InputSpec, Output};
 use crate::json;
 use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
@@ -88,7 +88,7 @@ pub struct Args {
     /// jq), one CSV row per run or group, Markdown for a pull request, or
     /// an xlsx spreadsheet (with -o FILE.xlsx): a summary sheet, a sheet of
     /// the requests and, with --window, one of the windows.
-    #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
+    #[arg(long, default_value = "table", value_parser = Format::parser(&Format::ALL))]
     pub format: Format,
 
     /// With --format csv, leave out the header row (to append runs to one
@@ -189,15 +189,6 @@ pub struct Args {
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
 }
-
-/// Report formats, as `--help` describes them.
-const FORMATS: [(Format, &str); 5] = [
-    (Format::Table, "Aligned columns for people"),
-    (Format::Json, "One JSON object with stable keys"),
-    (Format::Csv, "One CSV row per run or group, with a header"),
-    (Format::Markdown, "GitHub Markdown tables"),
-    (Format::Xlsx, "A spreadsheet, to the -o file"),
-];
 
 /// Percentiles asked for.
 #[derive(Clone, Debug)]
@@ -541,21 +532,15 @@ fn fold_inputs(
     let mut itl = Vec::new();
     let mut lines = read_results(inputs);
     while let Some((loc, line)) = lines.next_line()? {
-        let view = match ResultView::read(line, &mut itl) {
-            Ok(v) => v,
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
+        let Some(view) = kept(ResultView::read(line, &mut itl), &loc, skipper)? else {
+            continue;
         };
         if let Some(rows) = request_rows.as_deref_mut() {
-            match requests::row(line, &view, &itl, fold.conventions[0]) {
-                Ok(row) => rows.push(row),
-                Err(e) => {
-                    skipper.skip(e.at(&loc))?;
-                    continue;
-                }
-            }
+            let row = requests::row(line, &view, &itl, fold.conventions[0]);
+            let Some(row) = kept(row, &loc, skipper)? else {
+                continue;
+            };
+            rows.push(row);
         }
         if let Some(runs) = plot_runs.as_deref_mut() {
             if runs.last().is_none_or(|r| *r.source != *loc.source) {
@@ -578,6 +563,19 @@ fn fold_inputs(
         }
     }
     Ok((overall, groups))
+}
+
+/// What a line gave, or None when it gave an error and is skipped (the
+/// error itself when --skip-invalid does not allow it).
+fn kept<T>(
+    read: std::result::Result<T, FieldError>,
+    loc: &Location,
+    skipper: &mut Skipper,
+) -> Result<Option<T>> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => skipper.skip(e.at(loc)).map(|()| None),
+    }
 }
 
 /// The result lines of the inputs: result records as trace-replay writes

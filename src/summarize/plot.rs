@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
@@ -443,20 +444,10 @@ fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
                 axis_number(&end)
             ),
         };
-        let mut chart = ChartBuilder::on(&panels[0])
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(LEGEND_WIDTH)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
+        let mut chart = panel(&panels[0], caption)
             .build_cartesian_2d(0.0..t_end, (lat_lo..lat_hi).log_scale())
             .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&axis_number)
-            .y_label_formatter(&axis_number)
-            .draw()
-            .map_err(plot_error)?;
+        grid(&mut chart, &axis_number)?;
         let mut entries = Vec::new();
         slo_lines(&mut chart, slo, 0.0, t_end, &mut entries)?;
         for (i, run) in fig.runs.iter().enumerate() {
@@ -519,27 +510,17 @@ fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
             Some(100.0),
         ));
     }
-    for (panel, (title, data, fixed_top)) in panels[1..].iter().zip(line_panels) {
+    for (area, (title, data, fixed_top)) in panels[1..].iter().zip(line_panels) {
         let top = fixed_top.unwrap_or_else(|| {
             data.iter()
                 .flat_map(|(_, points)| points.iter().map(|p| p.1))
                 .fold(1.0f64, f64::max)
                 * 1.1
         });
-        let mut chart = ChartBuilder::on(panel)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(LEGEND_WIDTH)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
+        let mut chart = panel(area, title)
             .build_cartesian_2d(0.0..t_end, 0.0..top)
             .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&axis_number)
-            .y_label_formatter(&axis_number)
-            .draw()
-            .map_err(plot_error)?;
+        grid(&mut chart, &axis_number)?;
         let mut entries = Vec::new();
         for (i, (name, series)) in data.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
@@ -551,19 +532,12 @@ fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
                 .map_err(plot_error)?;
             entries.push((name.clone(), Mark::Line(color.stroke_width(2))));
         }
-        legend(panel, &entries)?;
+        legend(area, &entries)?;
     }
 
     // Last. Latency by percentile, HDR style: x = 1 / (1 − p), log.
-    let mut chart = ChartBuilder::on(&panels[count as usize - 1])
-        .caption(
-            "latency (ms, log) by percentile (x = 1/(1-p), log)",
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .margin_right(LEGEND_WIDTH)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
+    let area = &panels[count as usize - 1];
+    let mut chart = panel(area, "latency (ms, log) by percentile (x = 1/(1-p), log)")
         .build_cartesian_2d(
             (1.0..fig.x_max)
                 .log_scale()
@@ -571,12 +545,7 @@ fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
             (lat_lo..lat_hi).log_scale(),
         )
         .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&percentile_label)
-        .y_label_formatter(&axis_number)
-        .draw()
-        .map_err(plot_error)?;
+    grid(&mut chart, &percentile_label)?;
     let mut entries = Vec::new();
     slo_lines(&mut chart, slo, 1.0, fig.x_max, &mut entries)?;
     for (i, run) in fig.runs.iter().enumerate() {
@@ -600,10 +569,43 @@ fn draw(svg: &mut String, fig: &Figure) -> Result<()> {
             .map_err(plot_error)?;
         entries.push((format!("{} E2E", run.name), Mark::Line(dashed)));
     }
-    legend(&panels[count as usize - 1], &entries)?;
+    legend(area, &entries)?;
     root.present().map_err(plot_error)?;
     drop(root);
     Ok(())
+}
+
+/// The chart of one panel, under `caption`, with room for the legend on
+/// its right.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: impl AsRef<str>,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut chart = ChartBuilder::on(area);
+    chart
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .margin_right(LEGEND_WIDTH)
+        .x_label_area_size(30)
+        .y_label_area_size(60);
+    chart
+}
+
+/// The grid and axes of a panel, the x labels written by `x_label`.
+fn grid<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    x_label: &dyn Fn(&f64) -> String,
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_label_formatter(x_label)
+        .y_label_formatter(&axis_number)
+        .draw()
+        .map_err(plot_error)
 }
 
 /// The SLO bounds as horizontal lines across [x0, x1].
@@ -691,17 +693,23 @@ mod tests {
         assert!(thin.contains(&(777.0, -5.0)));
     }
 
-    /// The answers of `tests/data/results/streamed.ndjson` (worked out in
-    /// tests/cli/summarize.rs): tokens by second 0, 4, 4, 6, 2, 0, 0, as
-    /// the summary's windows count them.
-    #[test]
-    fn tokens_per_second_follow_the_chunks() {
+    /// The series of `tests/data/results/streamed.ndjson`.
+    fn streamed() -> Series {
         let mut run = Series::new("run");
         let mut itl = Vec::new();
         for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
             let view = ResultView::read(line, &mut itl).unwrap();
             run.add(&view, &itl, view.ttft_ms);
         }
+        run
+    }
+
+    /// The answers of `tests/data/results/streamed.ndjson` (worked out in
+    /// tests/cli/summarize.rs): tokens by second 0, 4, 4, 6, 2, 0, 0, as
+    /// the summary's windows count them.
+    #[test]
+    fn tokens_per_second_follow_the_chunks() {
+        let run = streamed();
         // The error is sent at 6.2 s: the axis ends there.
         let t_end = 6.2;
         assert_eq!(time_buckets(t_end), (1, 7));
@@ -749,12 +757,7 @@ mod tests {
     #[test]
     fn clipping_at_a_percentile_of_completion() {
         // Completions at 3.5 and 4.85 s (the error does not count).
-        let mut run = Series::new("run");
-        let mut itl = Vec::new();
-        for line in include_str!("../../tests/data/results/streamed.ndjson").lines() {
-            let view = ResultView::read(line, &mut itl).unwrap();
-            run.add(&view, &itl, view.ttft_ms);
-        }
+        let run = streamed();
         let runs = [run];
         assert_eq!(clip_end(&runs, 50.0), Some(3.5));
         assert_eq!(clip_end(&runs, 99.0), Some(4.85f32 as f64));

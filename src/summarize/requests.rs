@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::kept;
 use crate::cli::Skipper;
 use crate::error::{FieldError, Result};
 use crate::io::Output;
@@ -218,20 +219,12 @@ pub fn export(
     }
     let mut itl = Vec::new();
     while let Some((loc, line)) = lines.next_line()? {
-        let view = match ResultView::read(line, &mut itl) {
-            Ok(v) => v,
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
+        let Some(view) = kept(ResultView::read(line, &mut itl), &loc, skipper)? else {
+            continue;
         };
         // The row is made in either form: a line it refuses is skipped.
-        let cells = match row(line, &view, &itl, convention) {
-            Ok(c) => c,
-            Err(e) => {
-                skipper.skip(e.at(&loc))?;
-                continue;
-            }
+        let Some(cells) = kept(row(line, &view, &itl, convention), &loc, skipper)? else {
+            continue;
         };
         match &mut csv_out {
             Some(w) => {

@@ -173,8 +173,8 @@ pub struct Args {
     #[arg(long = "replay-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub replay_args: Vec<String>,
 
-    /// How to print the rows: an aligned table, one JSON object, CSV (a
-    /// header and one row per run) or Markdown.
+    /// How to print the rows: an aligned table, one JSON object (the runs
+    /// and the answer), CSV (a header and one row per run) or Markdown.
     #[arg(long, default_value = "table", value_parser = Format::parser(&FORMATS))]
     pub format: Format,
 
@@ -186,14 +186,9 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
-/// How the rows are printed, as `--help` describes it (no xlsx: --xlsx
-/// FILE writes the spreadsheet beside the printed form).
-const FORMATS: [(Format, &str); 4] = [
-    (Format::Table, "Aligned columns for people"),
-    (Format::Json, "One JSON object: the runs and the answer"),
-    (Format::Csv, "One CSV row per run, with a header"),
-    (Format::Markdown, "GitHub Markdown"),
-];
+/// The printed forms: no xlsx (--xlsx FILE writes the spreadsheet beside
+/// the printed form).
+const FORMATS: [Format; 4] = [Format::Table, Format::Json, Format::Csv, Format::Markdown];
 
 /// Speeds given with --speeds.
 #[derive(Clone, Debug)]

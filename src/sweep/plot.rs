@@ -5,6 +5,10 @@
 
 use std::path::Path;
 
+use plotters::chart::MeshStyle;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::{Args, Row, speed_label};
@@ -91,23 +95,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 
     // 1. Attainment, with the target.
     {
-        let mut chart = ChartBuilder::on(&panels[0])
-            .caption(
-                format!("share of requests meeting the SLO, by {x_name}"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .right_y_label_area_size(right)
-            .build_cartesian_2d(x_lo..x_hi, 0.0..105.0)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
-            .draw()
-            .map_err(plot_error)?;
+        let mut chart = panel(
+            &panels[0],
+            format!("share of requests meeting the SLO, by {x_name}"),
+            right,
+        )
+        .build_cartesian_2d(x_lo..x_hi, 0.0..105.0)
+        .map_err(plot_error)?;
+        grid(&mut chart).draw().map_err(plot_error)?;
         let points: Vec<(f64, f64)> = rows
             .iter()
             .map(|r| (x_of(r, by_rate), r.attainment.unwrap_or(0.0) * 100.0))
@@ -140,23 +135,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .fold(0.0f64, f64::max)
             .max(1e-3)
             * 1.1;
-        let mut chart = ChartBuilder::on(&panels[1])
-            .caption(
-                format!("ok requests/s and goodput, by {x_name}"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .right_y_label_area_size(right)
-            .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
-            .draw()
-            .map_err(plot_error)?;
+        let mut chart = panel(
+            &panels[1],
+            format!("ok requests/s and goodput, by {x_name}"),
+            right,
+        )
+        .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
+        .map_err(plot_error)?;
+        grid(&mut chart).draw().map_err(plot_error)?;
         let figures: [(Figure, &str, RGBColor); 2] = [
             (|r| r.throughput.requests_per_s, "ok requests/s", GREEN),
             (
@@ -202,23 +188,14 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
         } else {
             (0.1, 1000.0)
         };
-        let mut chart = ChartBuilder::on(&panels[2])
-            .caption(
-                format!("latency percentiles (ms, log) and the SLO, by {x_name}"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .right_y_label_area_size(right)
-            .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
-            .draw()
-            .map_err(plot_error)?;
+        let mut chart = panel(
+            &panels[2],
+            format!("latency percentiles (ms, log) and the SLO, by {x_name}"),
+            right,
+        )
+        .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
+        .map_err(plot_error)?;
+        grid(&mut chart).draw().map_err(plot_error)?;
         for (metric, p, name, color) in series {
             let points: Vec<(f64, f64)> = rows
                 .iter()
@@ -269,28 +246,21 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
             .fold(0.0f64, f64::max)
             .max(1.0)
             * 1.25;
-        let mut chart = ChartBuilder::on(&panels[3])
-            .caption(
-                format!("server (scraped): requests waiting and KV-cache usage, by {x_name}"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .right_y_label_area_size(right)
-            .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
-            .map_err(plot_error)?
-            .set_secondary_coord(x_lo..x_hi, 0.0..105.0);
-        chart
-            .configure_mesh()
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
+        let mut chart = panel(
+            &panels[3],
+            format!("server (scraped): requests waiting and KV-cache usage, by {x_name}"),
+            right,
+        )
+        .build_cartesian_2d(x_lo..x_hi, 0.0..hi)
+        .map_err(plot_error)?
+        .set_secondary_coord(x_lo..x_hi, 0.0..105.0);
+        grid(&mut chart)
             .y_desc("requests waiting")
             .draw()
             .map_err(plot_error)?;
         chart
             .configure_secondary_axes()
-            .y_label_formatter(&|v| short(*v))
+            .y_label_formatter(&short)
             .y_desc("KV cache %")
             .draw()
             .map_err(plot_error)?;
@@ -339,17 +309,43 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
 }
 
 /// An axis number without noise: 10, not 10.0; 2.5, not 2.50.
-fn short(v: f64) -> String {
-    crate::report::number(Some(v), 2)
+fn short(v: &f64) -> String {
+    crate::report::number(Some(*v), 2)
+}
+
+/// The chart of one panel, under `caption`, with `right` pixels for a
+/// right axis.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: String,
+    right: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut chart = ChartBuilder::on(area);
+    chart
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .right_y_label_area_size(right);
+    chart
+}
+
+/// The grid and axes of a panel, labelled in short numbers: drawn by the
+/// caller, after what it adds.
+fn grid<'a, 'b, Y>(
+    chart: &'b mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+) -> MeshStyle<'a, 'b, RangedCoordf64, Y, SVGBackend<'a>>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.x_label_formatter(&short).y_label_formatter(&short);
+    mesh
 }
 
 /// A series as a line with a dot at each point, named in the legend.
 fn line<'a, Y>(
-    chart: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
-    >,
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
     points: Vec<(f64, f64)>,
     name: &str,
     color: RGBColor,
@@ -371,11 +367,7 @@ where
 
 /// The answer, as a dashed vertical line.
 fn mark<'a, Y>(
-    chart: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
-    >,
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
     x: Option<f64>,
     lo: f64,
     hi: f64,

@@ -21,27 +21,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// Text borrowed from the document where it has no escapes.
-#[derive(Clone, Debug)]
-pub struct Str<'a>(pub Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Str<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Borrowed(s)))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Owned(s.to_string())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
+#[derive(Clone, Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Str<'a>(#[serde(borrow)] pub Cow<'a, str>);
 
 /// A value read and dropped. Unlike serde's `IgnoredAny` it parses what it
 /// skips as a `Value` would (a number out of range, a lone surrogate are
