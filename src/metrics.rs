@@ -118,33 +118,30 @@ impl Convention {
         }
     }
 
-    /// The names the figures go by under this convention.
+    /// The names the figures go by under this convention: TTFT, TPOT,
+    /// ITL and E2E, as the peer's report spells them.
     pub fn names(self) -> Names {
-        match self {
-            Convention::Tracekit => Names {
-                ttft: "TTFT",
-                tpot: "TPOT",
-                itl: "ITL",
-                e2e: "E2E",
-            },
-            Convention::Aiperf => Names {
-                ttft: "Time to First Token",
-                tpot: "Inter Token Latency",
-                itl: "Inter Chunk Latency",
-                e2e: "Request Latency",
-            },
-            Convention::Vllm => Names {
-                ttft: "TTFT",
-                tpot: "TPOT",
-                itl: "ITL",
-                e2e: "E2EL",
-            },
-            Convention::Guidellm => Names {
-                ttft: "time_to_first_token_ms",
-                tpot: "time_per_output_token_ms",
-                itl: "inter_token_latency_ms",
-                e2e: "request_latency",
-            },
+        let [ttft, tpot, itl, e2e] = match self {
+            Convention::Tracekit => ["TTFT", "TPOT", "ITL", "E2E"],
+            Convention::Aiperf => [
+                "Time to First Token",
+                "Inter Token Latency",
+                "Inter Chunk Latency",
+                "Request Latency",
+            ],
+            Convention::Vllm => ["TTFT", "TPOT", "ITL", "E2EL"],
+            Convention::Guidellm => [
+                "time_to_first_token_ms",
+                "time_per_output_token_ms",
+                "inter_token_latency_ms",
+                "request_latency",
+            ],
+        };
+        Names {
+            ttft,
+            tpot,
+            itl,
+            e2e,
         }
     }
 

@@ -333,19 +333,16 @@ pub fn figure(
     let width_s = width as f64;
     let mut out = Vec::new();
     for run in runs {
-        let within = |p: &&Point| p.sent_s as f64 <= t_end;
-        let ttft: Vec<(f64, f64)> = run
-            .points
-            .iter()
-            .filter(within)
-            .map(|p| (p.sent_s as f64, p.ttft_ms as f64))
-            .collect();
-        let e2e: Vec<(f64, f64)> = run
-            .points
-            .iter()
-            .filter(within)
-            .map(|p| (p.sent_s as f64, p.e2e_ms as f64))
-            .collect();
+        // One latency of each point sent by `t_end`, against its send time.
+        let series = |ms: fn(&Point) -> f32| -> Vec<(f64, f64)> {
+            run.points
+                .iter()
+                .filter(|p| p.sent_s as f64 <= t_end)
+                .map(|p| (p.sent_s as f64, ms(p) as f64))
+                .collect()
+        };
+        let ttft = series(|p| p.ttft_ms);
+        let e2e = series(|p| p.e2e_ms);
         let floor = lat.0 * 1.2;
         let errors: Vec<(f64, f64)> = run
             .errors
