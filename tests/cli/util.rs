@@ -346,3 +346,80 @@ pub fn assert_rows(text: &str, names: &[&str]) {
         );
     }
 }
+
+// Shorthands for the forms most tests take: a tool run on its standard
+// input or on a file, and a stream compared whole.
+
+/// `tool args…` with `input` on its standard input.
+pub fn run_stdin(tool: &str, args: &[&str], input: impl Into<Vec<u8>>) -> Run {
+    Cmd::new(tool).args(args).stdin(input).run()
+}
+
+/// `tool args… path`.
+pub fn run_on(tool: &str, args: &[&str], path: impl AsRef<std::ffi::OsStr>) -> Run {
+    Cmd::new(tool).args(args).arg(path).run()
+}
+
+/// The lines of a text file.
+pub fn read_lines(path: impl AsRef<Path>) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+impl Run {
+    /// Stderr is `want`, to the byte.
+    #[track_caller]
+    pub fn stderr_is(&self, want: &str) -> &Run {
+        assert_eq!(self.stderr, want, "\n{}", self.desc);
+        self
+    }
+
+    /// Stderr ends with `want`.
+    #[track_caller]
+    pub fn stderr_ends(&self, want: &str) -> &Run {
+        let ends = self.stderr.ends_with(want);
+        assert!(
+            ends,
+            "\n{}\nstderr does not end with {want:?}\n--- stderr ---\n{}",
+            self.desc, self.stderr
+        );
+        self
+    }
+
+    /// Stdout's lines are `want`.
+    #[track_caller]
+    pub fn lines_are<S: AsRef<str>>(&self, want: &[S]) -> &Run {
+        let want: Vec<&str> = want.iter().map(AsRef::as_ref).collect();
+        assert_eq!(self.lines(), want, "\n{}", self.desc);
+        self
+    }
+}
+
+impl TestDir {
+    /// `tool args…`, run in this directory.
+    pub fn run(&self, tool: &str, args: &[&str]) -> Run {
+        self.cmd(tool).args(args).run()
+    }
+
+    /// A copy of `tests/data/<src>` in this directory, as `name`.
+    pub fn copy_data(&self, name: &str, src: &str) -> PathBuf {
+        self.write(name, std::fs::read(data(src)).unwrap())
+    }
+}
+
+/// Each record's values at `fields` (names apart by spaces; a nested one
+/// as `observed.e2e_ms`), as one JSON array a record; null where absent.
+pub fn columns(records: &[serde_json::Value], fields: &str) -> Vec<serde_json::Value> {
+    let at = |r, f: &str| {
+        f.split('.')
+            .fold(r, |v: &serde_json::Value, k| &v[k])
+            .clone()
+    };
+    records
+        .iter()
+        .map(|r| fields.split_whitespace().map(|f| at(r, f)).collect())
+        .collect()
+}
