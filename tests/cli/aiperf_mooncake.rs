@@ -2,7 +2,7 @@
 //! of its documented layouts loads and round-trips through trace-validate
 //! and trace-convert, and the time tools keep later turns with their session.
 
-use crate::util::{Cmd, data};
+use crate::util::{Cmd, data, file_lines, run_file};
 
 /// The files in tests/data/aiperf_mooncake/ (see its SOURCES.md).
 const EXAMPLES: &[&str] = &[
@@ -20,11 +20,7 @@ fn example(name: &str) -> std::path::PathBuf {
 }
 
 fn lines(name: &str) -> Vec<String> {
-    std::fs::read_to_string(example(name))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    file_lines(example(name))
 }
 
 #[test]
@@ -59,73 +55,48 @@ fn aiperf_mooncake_examples_validate_and_convert_unchanged() {
 #[test]
 fn slice_window_keeps_later_turns_with_their_session() {
     let all = lines("multi_turn_timed.jsonl");
+    let timed = example("multi_turn_timed.jsonl");
+    let untimed = example("multi_turn.jsonl");
     // s1 starts at 0, s2 at 250; their later turns have only `delay`.
-    let run = Cmd::new("trace-slice")
-        .args(["--to", "200ms"])
-        .arg(example("multi_turn_timed.jsonl"))
-        .run();
-    run.ok();
-    assert_eq!(run.lines(), vec![all[0].clone(), all[2].clone()]);
-    let run = Cmd::new("trace-slice")
-        .args(["--from", "200ms", "--rebase"])
-        .arg(example("multi_turn_timed.jsonl"))
-        .run();
-    run.ok();
-    assert_eq!(
-        run.lines(),
-        vec![
+    run_file("trace-slice", &["--to", "200ms"], &timed)
+        .ok()
+        .lines_are(&[&all[0], &all[2]]);
+    run_file("trace-slice", &["--from", "200ms", "--rebase"], &timed)
+        .ok()
+        .lines_are(&[
             r#"{"session_id":"s2","timestamp":0,"input_length":100,"output_length":10,"hash_ids":[7]}"#,
             all[3].as_str(),
-        ]
-    );
+        ]);
     // Without timestamps every record is at offset 0.
-    let run = Cmd::new("trace-slice")
-        .args(["--to", "1s"])
-        .arg(example("multi_turn.jsonl"))
-        .run();
-    run.ok();
-    assert_eq!(run.lines(), lines("multi_turn.jsonl"));
-    let run = Cmd::new("trace-slice")
-        .args(["--from", "1s"])
-        .arg(example("multi_turn.jsonl"))
-        .run();
+    run_file("trace-slice", &["--to", "1s"], &untimed)
+        .ok()
+        .lines_are(&lines("multi_turn.jsonl"));
+    let run = run_file("trace-slice", &["--from", "1s"], &untimed);
     run.code(0);
     assert_eq!(run.stdout_str(), "");
-    assert!(
-        run.stderr.contains("0 records written of 2 read"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("0 records written of 2 read");
 }
 
 #[test]
 fn rescale_speed_scales_the_delays_of_records_without_timestamps() {
-    let run = Cmd::new("trace-rescale")
-        .args(["--speed", "2"])
-        .arg(example("multi_turn.jsonl"))
-        .run();
-    run.ok();
-    assert_eq!(
-        run.lines(),
-        vec![
-            r#"{"session_id":"abc-123","input_length":300,"output_length":40}"#,
-            r#"{"session_id":"abc-123","delay":1,"input_length":150,"output_length":20}"#,
-        ]
-    );
-    let run = Cmd::new("trace-rescale")
-        .args(["--speed", "2"])
-        .arg(example("multi_turn_timed.jsonl"))
-        .run();
-    run.ok();
-    assert_eq!(
-        run.lines(),
-        vec![
+    run_file(
+        "trace-rescale",
+        &["--speed", "2"],
+        example("multi_turn.jsonl"),
+    )
+    .ok()
+    .lines_are(&[
+        r#"{"session_id":"abc-123","input_length":300,"output_length":40}"#,
+        r#"{"session_id":"abc-123","delay":1,"input_length":150,"output_length":20}"#,
+    ]);
+    run_file("trace-rescale", &["--speed", "2"], example("multi_turn_timed.jsonl"))
+        .ok()
+        .lines_are(&[
             r#"{"session_id":"s1","timestamp":0,"input_length":600,"output_length":10,"hash_ids":[1,2]}"#,
             r#"{"session_id":"s2","timestamp":125,"input_length":100,"output_length":10,"hash_ids":[7]}"#,
             r#"{"session_id":"s1","delay":500,"input_length":700,"output_length":10,"hash_ids":[1,2]}"#,
             r#"{"session_id":"s2","delay":250,"input_length":120,"output_length":10,"hash_ids":[7]}"#,
-        ]
-    );
+        ]);
 }
 
 #[test]
@@ -144,17 +115,11 @@ fn convert_keeps_a_later_turn_after_the_turn_it_follows() {
             "\n",
         ),
     );
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "mooncake"])
-        .arg(&input)
-        .run();
-    run.code(0);
-    assert_eq!(
-        run.lines(),
-        vec![
+    run_file("trace-convert", &["--from", "mooncake"], &input)
+        .code(0)
+        .lines_are(&[
             r#"{"session_id":"s2","timestamp":0,"input_length":5,"output_length":1}"#,
             r#"{"session_id":"s1","timestamp":200,"input_length":5,"output_length":1}"#,
             r#"{"session_id":"s1","delay":7,"input_length":5,"output_length":1}"#,
-        ]
-    );
+        ]);
 }

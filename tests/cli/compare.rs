@@ -28,15 +28,30 @@ fn setups() -> TestDir {
 
 const A: &str = "a1.ndjson,a2.ndjson,a3.ndjson";
 
+/// `trace-summarize --compare FLAGS… A b.ndjson` in `dir`: its output,
+/// after exit 0 with nothing on stderr.
+fn compare_a_b(dir: &TestDir, flags: &[&str]) -> String {
+    let run = dir
+        .cmd("trace-summarize")
+        .arg("--compare")
+        .args(flags)
+        .args([A, "b.ndjson"])
+        .run();
+    run.ok();
+    run.stdout_str()
+}
+
+/// The line of `text` that starts with `start`.
+fn row<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("{text}"))
+}
+
 #[test]
 fn repeated_runs_as_mean_and_spread_with_the_difference() {
     let dir = setups();
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--compare", "--format", "json", A, "b.ndjson"])
-        .run();
-    run.ok();
-    let j = run.json();
+    let j: Value = serde_json::from_str(&compare_a_b(&dir, &["--format", "json"])).unwrap();
     assert_eq!(j["baseline"], A);
     let s = j["setups"].as_array().unwrap();
     assert_eq!(s.len(), 2);
@@ -63,17 +78,8 @@ fn repeated_runs_as_mean_and_spread_with_the_difference() {
     // The whole report of each run is there for jq.
     assert_eq!(s[0]["reports"][2]["ttft"]["p50"], Value::from(300.0));
 
-    let table = dir
-        .cmd("trace-summarize")
-        .args(["--compare", A, "b.ndjson"])
-        .run();
-    table.ok();
-    let text = table.stdout_str();
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("ttft.mean "))
-        .unwrap_or_else(|| panic!("{text}"));
-    let cells: Vec<&str> = row
+    let text = compare_a_b(&dir, &[]);
+    let cells: Vec<&str> = row(&text, "ttft.mean ")
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -83,12 +89,7 @@ fn repeated_runs_as_mean_and_spread_with_the_difference() {
         vec!["ttft.mean", "200 ± 100 (100 … 300)", "250", "+50 (+25%)"]
     );
 
-    let csv = dir
-        .cmd("trace-summarize")
-        .args(["--compare", "--format", "csv", A, "b.ndjson"])
-        .run();
-    csv.ok();
-    let text = csv.stdout_str();
+    let text = compare_a_b(&dir, &["--format", "csv"]);
     assert!(text.starts_with("setup,figure,runs,mean,std,min,max,diff,diff_pct\n"));
     assert!(
         text.contains("\"a1.ndjson,a2.ndjson,a3.ndjson\",ttft.mean,3,200,100,100,300,0,0\n"),
@@ -99,17 +100,11 @@ fn repeated_runs_as_mean_and_spread_with_the_difference() {
         "{text}"
     );
 
-    let md = dir
-        .cmd("trace-summarize")
-        .args(["--compare", "--format", "markdown", A, "b.ndjson"])
-        .run();
-    md.ok();
-    let text = md.stdout_str();
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("| ttft.mean "))
-        .unwrap_or_else(|| panic!("{text}"));
-    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let text = compare_a_b(&dir, &["--format", "markdown"]);
+    let cells: Vec<&str> = row(&text, "| ttft.mean ")
+        .split('|')
+        .map(str::trim)
+        .collect();
     assert_eq!(
         cells,
         vec![
@@ -126,10 +121,10 @@ fn repeated_runs_as_mean_and_spread_with_the_difference() {
 #[test]
 fn groups_of_one_file_compare_side_by_side() {
     let dir = setups();
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--compare", "--by", "model", "--format", "json", "c.ndjson"])
-        .run();
+    let run = dir.run(
+        "trace-summarize",
+        &["--compare", "--by", "model", "--format", "json", "c.ndjson"],
+    );
     run.ok();
     let j = run.json();
     let s = j["setups"].as_array().unwrap();

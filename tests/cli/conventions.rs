@@ -19,17 +19,32 @@
 
 use serde_json::Value;
 
-use crate::util::{Cmd, data};
+use crate::util::{assert_rows, data, run_file};
 
 fn summarize(args: &[&str]) -> Value {
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json"])
-        .args(args)
-        .arg(data("results/conventions.ndjson"))
-        .run();
+    let args = [&["--format", "json"], args].concat();
+    let run = run_file("trace-summarize", &args, data("results/conventions.ndjson"));
     run.ok();
     run.json()
 }
+
+/// TTFT, latency to the last content chunk, TPOT per request and the
+/// gaps pooled, with linear percentiles: AIPerf's figures, and vLLM's.
+#[track_caller]
+pub(crate) fn linear_figures(j: &Value) {
+    figures(&j["ttft"], 4, TTFT_LINEAR);
+    figures(&j["e2e"], 4, e2e_to_last_token_linear());
+    figures(&j["tpot"], 3, per_request_tpot_linear());
+    figures(&j["itl"], 6, pooled_gaps_linear());
+}
+
+/// AIPerf's names of TTFT, TPOT, ITL and E2E: rows of its table.
+pub(crate) const AIPERF_ROWS: [&str; 4] = [
+    "Time to First Token",
+    "Inter Token Latency",
+    "Inter Chunk Latency",
+    "Request Latency",
+];
 
 /// count, mean, std, min, p50, p90, p95, p99, max.
 #[track_caller]
@@ -107,13 +122,10 @@ fn aiperf() {
     let j = summarize(&["--convention", "aiperf"]);
     assert_eq!(j["convention"], "aiperf");
     assert_eq!(j["follows"], "AIPerf 0.13.0");
-    figures(&j["ttft"], 4, TTFT_LINEAR);
-    // Request latency, to the last content chunk.
-    figures(&j["e2e"], 4, e2e_to_last_token_linear());
-    // Inter Token Latency (tracekit's TPOT slot), per request.
-    figures(&j["tpot"], 3, per_request_tpot_linear());
-    // Inter Chunk Latency (tracekit's ITL slot): the gaps pooled.
-    figures(&j["itl"], 6, pooled_gaps_linear());
+    // TTFT; request latency, to the last content chunk; Inter Token
+    // Latency (tracekit's TPOT slot), per request; Inter Chunk Latency
+    // (tracekit's ITL slot): the gaps pooled.
+    linear_figures(&j);
     // Output tokens 4 + 6 + 1 + 2 (d's chunks), over 0 to 110 ms.
     assert_eq!(j["output_tokens"], 13);
     assert_eq!(j["output_tokens_from_chunks"], 1);
@@ -130,14 +142,11 @@ fn vllm() {
     // / (output_len − 1) for output_len > 1; np.percentile, np.std).
     let j = summarize(&["--convention", "vllm"]);
     assert_eq!(j["follows"], "vLLM 0.33.0 (vllm bench serve)");
-    // Not the role-only chunks: with them a and d would be 10 and 5.
-    figures(&j["ttft"], 4, TTFT_LINEAR);
-    // E2EL, to the last token chunk, as AIPerf's request latency above.
-    figures(&j["e2e"], 4, e2e_to_last_token_linear());
-    // TPOT: d counts its 2 chunks for tokens; c (one token) has none.
-    figures(&j["tpot"], 3, per_request_tpot_linear());
-    // ITL: every gap after the first token, pooled.
-    figures(&j["itl"], 6, pooled_gaps_linear());
+    // TTFT not at the role-only chunks: with them a and d would be 10 and
+    // 5. E2EL, to the last token chunk, as AIPerf's request latency above.
+    // TPOT: d counts its 2 chunks for tokens; c (one token) has none. ITL:
+    // every gap after the first token, pooled.
+    linear_figures(&j);
     assert_eq!(j["output_tokens"], 13);
 }
 
@@ -227,20 +236,18 @@ fn tracekit_default_and_names_beside_it() {
     close(&a["e2e"]["p90"], 91.0);
     assert_eq!(a["output_tokens"], 13);
 
-    let run = Cmd::new("trace-summarize")
-        .args(["--convention", "aiperf,guidellm"])
-        .arg(data("results/conventions.ndjson"))
-        .run();
+    let run = run_file(
+        "trace-summarize",
+        &["--convention", "aiperf,guidellm"],
+        data("results/conventions.ndjson"),
+    );
     run.ok();
     let text = run.stdout_str();
     // Each figure under its peer's own name.
-    crate::util::assert_rows(
+    assert_rows(&text, &AIPERF_ROWS);
+    assert_rows(
         &text,
         &[
-            "Time to First Token",
-            "Inter Token Latency",
-            "Inter Chunk Latency",
-            "Request Latency",
             "time_per_output_token_ms",
             "inter_token_latency_ms",
             "request_latency",

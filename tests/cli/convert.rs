@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::util::{Cmd, Run, TestDir, data};
+use crate::util::{Cmd, Run, TestDir, columns, data, run_stdin};
 
 fn fixture(name: &str) -> String {
     data(&format!("convert/{name}"))
@@ -20,77 +20,87 @@ fn convert(args: &[&str]) -> Run {
     run
 }
 
+/// `trace-convert` of a fixture, exit 0.
+fn convert_fixture(name: &str) -> Run {
+    convert(&[&fixture(name)])
+}
+
+/// `trace-convert --keep-messages` of a fixture, exit 0.
+fn convert_kept(name: &str) -> Run {
+    convert(&["--keep-messages", &fixture(name)])
+}
+
 /// The output passes trace-validate with no error and no warning.
 #[track_caller]
 fn valid(run: &Run) {
-    let v = Cmd::new("trace-validate")
-        .args(["--check", "--strict"])
-        .stdin(run.stdout.clone())
-        .run();
+    let v = run_stdin(
+        "trace-validate",
+        &["--check", "--strict"],
+        run.stdout.clone(),
+    );
     v.code(0);
 }
 
-const EVERY_FIXTURE: &[(&str, &str, usize)] = &[
-    ("synthetic_trace.jsonl", "mooncake", 3993),
-    ("AzureLLMInferenceTrace_code.head300.csv", "azure", 300),
-    ("AzureLLMInferenceTrace_conv.head300.csv", "azure", 300),
+/// Each fixture under the format it is recognised as, with the number of
+/// records it converts to.
+const EVERY_FIXTURE: &[(&str, &[(&str, usize)])] = &[
+    ("mooncake", &[("synthetic_trace.jsonl", 3993)]),
     (
-        "AzureLLMInferenceTrace_code_1week.head5_tail5.reconstructed.csv",
         "azure",
-        10,
+        &[
+            ("AzureLLMInferenceTrace_code.head300.csv", 300),
+            ("AzureLLMInferenceTrace_conv.head300.csv", 300),
+            (
+                "AzureLLMInferenceTrace_code_1week.head5_tail5.reconstructed.csv",
+                10,
+            ),
+            (
+                "AzureLLMInferenceTrace_conv_1week.head5_tail5.reconstructed.csv",
+                10,
+            ),
+        ],
     ),
     (
-        "AzureLLMInferenceTrace_conv_1week.head5_tail5.reconstructed.csv",
-        "azure",
-        10,
+        "burstgpt",
+        &[
+            ("BurstGPT_v1_6col.constructed.csv", 10),
+            ("BurstGPT_v3_8col.constructed.csv", 6),
+        ],
     ),
-    ("BurstGPT_v1_6col.constructed.csv", "burstgpt", 10),
-    ("BurstGPT_v3_8col.constructed.csv", "burstgpt", 6),
     (
-        "standard_logging_payload.bedrock_captured.json",
         "litellm",
-        1,
-    ),
-    ("spend_logs_payload.gcs_pubsub_fixture.json", "litellm", 1),
-    ("standard_logging_payloads.constructed.jsonl", "litellm", 4),
-    ("spend_logs.psql_csv_export.constructed.csv", "litellm", 4),
-    ("spend_logs_api_response.constructed.json", "litellm", 2),
-    ("real_proxy_standard_logging_payloads.jsonl", "litellm", 52),
-    ("real_proxy_spend_logs_payloads.jsonl", "litellm", 52),
-    (
-        "observations_v2_api_response.constructed.json",
-        "langfuse",
-        2,
+        &[
+            ("standard_logging_payload.bedrock_captured.json", 1),
+            ("spend_logs_payload.gcs_pubsub_fixture.json", 1),
+            ("standard_logging_payloads.constructed.jsonl", 4),
+            ("spend_logs.psql_csv_export.constructed.csv", 4),
+            ("spend_logs_api_response.constructed.json", 2),
+            ("real_proxy_standard_logging_payloads.jsonl", 52),
+            ("real_proxy_spend_logs_payloads.jsonl", 52),
+        ],
     ),
     (
-        "observations_v1_api_response.constructed.json",
         "langfuse",
-        2,
-    ),
-    ("traces_api_response.constructed.json", "langfuse", 0),
-    (
-        "ui_batch_export_observations.constructed.csv",
-        "langfuse",
-        2,
-    ),
-    ("blob_export_observations.constructed.jsonl", "langfuse", 2),
-    ("blob_export_traces.constructed.jsonl", "langfuse", 0),
-    ("ui_trace_download.autogen-2025-06-06.json", "langfuse", 1),
-    (
-        "ui_trace_download.langgraph-python-2025-08-22.json",
-        "langfuse",
-        2,
-    ),
-    (
-        "ui_trace_download.openai-agents-2025-09-30.json",
-        "langfuse",
-        2,
+        &[
+            ("observations_v2_api_response.constructed.json", 2),
+            ("observations_v1_api_response.constructed.json", 2),
+            ("traces_api_response.constructed.json", 0),
+            ("ui_batch_export_observations.constructed.csv", 2),
+            ("blob_export_observations.constructed.jsonl", 2),
+            ("blob_export_traces.constructed.jsonl", 0),
+            ("ui_trace_download.autogen-2025-06-06.json", 1),
+            ("ui_trace_download.langgraph-python-2025-08-22.json", 2),
+            ("ui_trace_download.openai-agents-2025-09-30.json", 2),
+        ],
     ),
 ];
 
 #[test]
 fn every_fixture_converts_recognised_and_valid() {
-    for &(name, format, records) in EVERY_FIXTURE {
+    let cases = EVERY_FIXTURE
+        .iter()
+        .flat_map(|&(format, files)| files.iter().map(move |&(name, n)| (name, format, n)));
+    for (name, format, records) in cases {
         let path = fixture(name);
         for from in ["auto", format] {
             for extra in [
@@ -139,10 +149,7 @@ fn every_fixture_converts_recognised_and_valid() {
 fn mooncake_is_sorted_rebased_and_passed_through() {
     let input = "{\"timestamp\": 2000, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [7, 8], \"note\": 1.50}\n\
                  {\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [9]}\n";
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "mooncake"])
-        .stdin(input)
-        .run();
+    let run = run_stdin("trace-convert", &["--from", "mooncake"], input);
     run.code(0);
     assert_eq!(
         run.lines(),
@@ -151,10 +158,11 @@ fn mooncake_is_sorted_rebased_and_passed_through() {
             r#"{"timestamp":1000,"input_length":600,"output_length":5,"hash_ids":[7, 8],"note":1.50}"#,
         ]
     );
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "mooncake", "--absolute"])
-        .stdin(input)
-        .run();
+    let run = run_stdin(
+        "trace-convert",
+        &["--from", "mooncake", "--absolute"],
+        input,
+    );
     assert_eq!(run.json_lines()[0]["timestamp"], json!(1000));
 }
 
@@ -162,18 +170,9 @@ fn mooncake_is_sorted_rebased_and_passed_through() {
 fn mooncake_record_breaking_the_contract_is_an_error() {
     let input =
         "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1]}\n";
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "mooncake"])
-        .stdin(input)
-        .run();
+    let run = run_stdin("trace-convert", &["--from", "mooncake"], input);
     run.code(2);
-    assert!(
-        run.stderr.contains(
-            "trace-convert: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs ceil(600 / 512) = 2 (Mooncake blocks are 512 tokens)"
-        ),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("trace-convert: <stdin>:1: error: field `hash_ids`: has 1 block, but input_length 600 needs ceil(600 / 512) = 2 (Mooncake blocks are 512 tokens)");
 }
 
 #[test]
@@ -192,9 +191,9 @@ fn azure_2023_naive_times_with_crlf() {
     );
     // Said once, on the first data row (line 2: the header is line 1).
     assert_eq!(run.stderr.matches("warning").count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains(&format!(
+    run.stderr_has(&format!(
         "trace-convert: {path}:2: warning: field `TIMESTAMP`: \"2023-11-16 18:15:46.6805900\" has no time zone; naive date-times are taken as UTC"
-    )));
+    ));
     // --absolute: epoch ms of 2023-11-16T18:15:46.6805900Z.
     let abs = convert(&["--absolute", &path]).json_lines();
     assert_eq!(abs[0]["timestamp"], json!(1700158546680.59));
@@ -202,8 +201,7 @@ fn azure_2023_naive_times_with_crlf() {
 
 #[test]
 fn azure_2024_offsets_and_a_week_long_span() {
-    let path = fixture("AzureLLMInferenceTrace_conv_1week.head5_tail5.reconstructed.csv");
-    let run = convert(&[&path]);
+    let run = convert_fixture("AzureLLMInferenceTrace_conv_1week.head5_tail5.reconstructed.csv");
     assert!(!run.stderr.contains("warning"), "{}", run.stderr);
     let out = run.json_lines();
     // 00:00:00.041683 − 00:00:00.001163.
@@ -224,7 +222,7 @@ fn azure_2025_multimodal_layout_is_read_by_column_name() {
                  2025-05-01 00:00:01+00:00,0,300,12\n";
     let run = Cmd::new("trace-convert").stdin(input).run();
     run.code(0);
-    assert!(run.stderr.contains("recognised as azure input"));
+    run.stderr_has("recognised as azure input");
     assert_eq!(
         run.lines(),
         [
@@ -276,12 +274,8 @@ fn burstgpt_v1_drops_failures_and_keeps_ties_in_order() {
 
 #[test]
 fn burstgpt_v3_sessions_and_delays() {
-    let path = fixture("BurstGPT_v3_8col.constructed.csv");
-    let run = convert(&[&path]);
-    assert!(
-        run.stderr
-            .contains("7 records read, 6 written, 1 dropped (1 failed); 2 sessions")
-    );
+    let run = convert_fixture("BurstGPT_v3_8col.constructed.csv");
+    run.stderr_has("7 records read, 6 written, 1 dropped (1 failed); 2 sessions");
     let out = run.json_lines();
     let a = "3f2b8c1e-6d4a-4e1f-9a7b-0c5d2e8f1a10";
     let b = "7a9e4d22-1b3c-4f5e-8d6a-9c0b1e2f3a20";
@@ -307,9 +301,7 @@ fn burstgpt_v3_sessions_and_delays() {
 fn litellm_payloads_mapped_per_the_spec() {
     let path = fixture("standard_logging_payloads.constructed.jsonl");
     let run = convert(&[&path]);
-    assert!(run.stderr.contains(
-        "6 records read, 4 written, 2 dropped (1 cache hit, 1 failed); 1 session; time span 30.899 s"
-    ));
+    run.stderr_has("6 records read, 4 written, 2 dropped (1 cache hit, 1 failed); 1 session; time span 30.899 s");
     let out = run.json_lines();
     // startTime 1750615200.101234, completionStartTime .412345, endTime 201.734567.
     assert_eq!(out[0]["session_id"], json!("sess-7f3a"));
@@ -349,7 +341,7 @@ fn litellm_payloads_mapped_per_the_spec() {
 
 #[test]
 fn litellm_spend_logs_csv_and_api_json() {
-    let csv = convert(&[&fixture("spend_logs.psql_csv_export.constructed.csv")]);
+    let csv = convert_fixture("spend_logs.psql_csv_export.constructed.csv");
     assert_eq!(csv.stderr.matches("no time zone").count(), 1);
     let out = csv.json_lines();
     // 18:00:00.101 → 18:00:09.88; ttft 18:00:00.412; request_duration_ms.
@@ -364,17 +356,14 @@ fn litellm_spend_logs_csv_and_api_json() {
     assert_eq!(out[1]["delay"], json!(8145));
     assert_eq!(out[3]["timestamp"], json!(30899));
 
-    let api = convert(&[&fixture("spend_logs_api_response.constructed.json")]);
+    let api = convert_fixture("spend_logs_api_response.constructed.json");
     let out = api.json_lines();
     assert_eq!(out.len(), 2);
     assert_eq!(out[1]["timestamp"], json!(9779));
     // The prompt is in proxy_server_request: hashed, not written.
     assert_eq!(out[0]["hash_ids"], json!([0]));
     assert!(!api.stdout_str().contains("Hamlet"));
-    let kept = convert(&[
-        "--keep-messages",
-        &fixture("spend_logs_api_response.constructed.json"),
-    ]);
+    let kept = convert_kept("spend_logs_api_response.constructed.json");
     let out = kept.json_lines();
     assert_eq!(
         out[0]["messages"][1]["content"],
@@ -387,12 +376,8 @@ fn litellm_spend_logs_csv_and_api_json() {
 
 #[test]
 fn litellm_real_capture_sessions_and_ttft() {
-    let run = convert(&[&fixture("real_proxy_standard_logging_payloads.jsonl")]);
-    assert!(
-        run.stderr.contains(
-            "57 records read, 52 written, 5 dropped (2 cache hits, 3 failed); 3 sessions"
-        )
-    );
+    let run = convert_fixture("real_proxy_standard_logging_payloads.jsonl");
+    run.stderr_has("57 records read, 52 written, 5 dropped (2 cache hits, 3 failed); 3 sessions");
     let out = run.json_lines();
     // The first call: startTime 1795328364.866575, completionStartTime
     // 1795328365.157737, endTime 1795328365.2174, streamed.
@@ -411,7 +396,7 @@ fn litellm_real_capture_sessions_and_ttft() {
     counts.sort();
     assert_eq!(counts, [3, 3, 5]);
     // The spend tracker's rows of the same calls give the same arrivals.
-    let spend = convert(&[&fixture("real_proxy_spend_logs_payloads.jsonl")]).json_lines();
+    let spend = convert_fixture("real_proxy_spend_logs_payloads.jsonl").json_lines();
     let ts = |v: &[Value]| v.iter().map(|r| r["timestamp"].clone()).collect::<Vec<_>>();
     assert_eq!(ts(&out), ts(&spend));
 }
@@ -450,13 +435,12 @@ fn shared_prompt_prefixes_share_hash_ids() {
     assert_eq!(out[2]["hash_ids"], json!([0, 1, 2, 3]));
     valid(&run);
     // Another tokenizer gives the same structure.
-    let run = Cmd::new("trace-convert")
-        .args(["--tokenizer", "r50k_base"])
-        .stdin(
-            payload("a", 1750000000.0, &system, "x", 1600)
-                + &payload("b", 1750000001.0, &system, "y", 1600),
-        )
-        .run();
+    let run = run_stdin(
+        "trace-convert",
+        &["--tokenizer", "r50k_base"],
+        payload("a", 1750000000.0, &system, "x", 1600)
+            + &payload("b", 1750000001.0, &system, "y", 1600),
+    );
     let out = run.json_lines();
     assert_eq!(out[0]["hash_ids"], json!([0, 1, 2, 3]));
     assert_eq!(out[1]["hash_ids"], json!([0, 1, 4, 5]));
@@ -475,7 +459,7 @@ fn container_shapes_directories_and_gzip() {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let want = convert(&[&fixture("standard_logging_payloads.constructed.jsonl")]).stdout;
+    let want = convert_fixture("standard_logging_payloads.constructed.jsonl").stdout;
 
     // A JSON array, pretty-printed.
     dir.write(
@@ -540,46 +524,19 @@ fn bad_records_name_file_line_field_and_value() {
     dir.write("blank-first.jsonl", format!("\n\n{}", lines.join("\n")));
     let run = dir.cmd("trace-convert").arg("blank-first.jsonl").run();
     run.code(2);
-    assert!(
-        run.stderr
-            .contains("trace-convert: blank-first.jsonl:4: error: field `startTime`"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("trace-convert: blank-first.jsonl:4: error: field `startTime`");
 
     let run = dir.cmd("trace-convert").arg("bad.jsonl").run();
     run.code(2);
     assert!(run.stdout.is_empty());
-    assert!(
-        run.stderr.contains(
-            "trace-convert: bad.jsonl:2: error: field `startTime`: expected epoch seconds or a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone]), found \"yesterday\""
-        ),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("trace-convert: bad.jsonl:2: error: field `startTime`: expected epoch seconds or a date-time (YYYY-MM-DD HH:MM:SS[.fff][zone]), found \"yesterday\"");
 
-    let run = dir
-        .cmd("trace-convert")
-        .args(["--skip-invalid", "bad.jsonl"])
-        .run();
+    let run = dir.run("trace-convert", &["--skip-invalid", "bad.jsonl"]);
     run.code(0);
-    assert!(
-        run.stderr
-            .contains("trace-convert: bad.jsonl:2: warning: field `startTime`")
-    );
-    assert!(
-        run.stderr.contains("trace-convert: bad.jsonl:4:"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("trace-convert: warning: skipped 2 invalid records")
-    );
-    assert!(
-        run.stderr
-            .contains("6 records read, 3 written, 1 dropped (1 cache hit), 2 invalid")
-    );
+    run.stderr_has("trace-convert: bad.jsonl:2: warning: field `startTime`");
+    run.stderr_has("trace-convert: bad.jsonl:4:");
+    run.stderr_has("trace-convert: warning: skipped 2 invalid records");
+    run.stderr_has("6 records read, 3 written, 1 dropped (1 cache hit), 2 invalid");
     assert_eq!(run.lines().len(), 3);
 
     // A CSV cell.
@@ -589,19 +546,14 @@ fn bad_records_name_file_line_field_and_value() {
     );
     let run = dir.cmd("trace-convert").arg("bad.csv").run();
     run.code(2);
-    assert!(run.stderr.contains(
-        "trace-convert: bad.csv:3: error: field `ContextTokens`: expected an integer ≥ 0, found \"1k\""
-    ), "{}", run.stderr);
+    run.stderr_has("trace-convert: bad.csv:3: error: field `ContextTokens`: expected an integer ≥ 0, found \"1k\"");
 }
 
 #[test]
 fn unrecognised_input_lists_the_formats() {
     let run = Cmd::new("trace-convert").stdin("hello, world\n").run();
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n"
-    );
+    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n");
 }
 
 #[test]
@@ -626,10 +578,8 @@ fn closed_pipe_exits_quietly() {
 #[test]
 fn langfuse_api_responses_and_exports() {
     // v2: sessionId on the row; SPAN and the ERROR generation left out.
-    let run = convert(&[&fixture("observations_v2_api_response.constructed.json")]);
-    assert!(run.stderr.contains(
-        "4 records read, 2 written, 2 dropped (1 failed, 1 not model calls); 1 session; time span 36.876 s"
-    ), "{}", run.stderr);
+    let run = convert_fixture("observations_v2_api_response.constructed.json");
+    run.stderr_has("4 records read, 2 written, 2 dropped (1 failed, 1 not model calls); 1 session; time span 36.876 s");
     let v2 = run.json_lines();
     // startTime 14:57:54.131Z; timeToFirstToken 0.48 s; latency 2.267 s;
     // usageDetails input 40, output 31.
@@ -654,7 +604,7 @@ fn langfuse_api_responses_and_exports() {
         &fixture("traces_api_response.constructed.json"),
     ]);
     assert_eq!(v1.json_lines(), v2);
-    let alone = convert(&[&fixture("observations_v1_api_response.constructed.json")]).json_lines();
+    let alone = convert_fixture("observations_v1_api_response.constructed.json").json_lines();
     assert!(alone[1].get("session_id").is_none());
 
     // Blob export: naive times (UTC, said once), the traces table joined.
@@ -692,7 +642,7 @@ fn langfuse_api_responses_and_exports() {
     );
 
     // UI CSV export: dates JSON-quoted inside the cells.
-    let csv = convert(&[&fixture("ui_batch_export_observations.constructed.csv")]).json_lines();
+    let csv = convert_fixture("ui_batch_export_observations.constructed.csv").json_lines();
     assert_eq!(csv[1]["timestamp"], json!(36876));
     assert_eq!(csv[1]["observed"]["ttft_ms"], json!(426));
 
@@ -709,10 +659,7 @@ fn langfuse_api_responses_and_exports() {
     assert_eq!(all[2]["observed"]["status"], json!("error"));
 
     // --keep-messages: the conversation from `input`.
-    let kept = convert(&[
-        "--keep-messages",
-        &fixture("observations_v2_api_response.constructed.json"),
-    ]);
+    let kept = convert_kept("observations_v2_api_response.constructed.json");
     let out = kept.json_lines();
     assert_eq!(
         out[0]["messages"][0]["content"],
@@ -728,17 +675,14 @@ fn langfuse_ui_downloads() {
     let run = convert(&[&fixture(
         "ui_trace_download.langgraph-python-2025-08-22.json",
     )]);
-    assert!(
-        run.stderr
-            .contains("9 records read, 2 written, 7 dropped (7 not model calls)")
-    );
+    run.stderr_has("9 records read, 2 written, 7 dropped (7 not model calls)");
     let out = run.json_lines();
     assert_eq!(out[1]["timestamp"], json!(857));
     assert_eq!(out[1]["input_length"], json!(108));
     assert_eq!(out[1]["output_length"], json!(51));
     assert!(out[1]["observed"].get("ttft_ms").is_none());
     // The autogen trace has sessionId "session_abc", on one generation: no session.
-    let out = convert(&[&fixture("ui_trace_download.autogen-2025-06-06.json")]).json_lines();
+    let out = convert_fixture("ui_trace_download.autogen-2025-06-06.json").json_lines();
     assert_eq!(out.len(), 1);
     assert!(out[0].get("session_id").is_none());
     assert_eq!(out[0]["model"], json!("gpt-4o"));
@@ -753,12 +697,7 @@ fn openai_batch_joins_input_output_and_errors() {
     ];
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
     let run = convert(&files);
-    assert!(
-        run.stderr
-            .contains("3 records read, 2 written, 1 dropped (1 failed)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("3 records read, 2 written, 1 dropped (1 failed)");
     let out = run.json_lines();
     // Input order, not output order; usage from the output lines.
     assert_eq!(
@@ -796,9 +735,7 @@ fn openai_batch_joins_input_output_and_errors() {
         .args(["--rate", "2", &fixture("BurstGPT_v1_6col.constructed.csv")])
         .run();
     run.code(2);
-    assert!(run.stderr.contains(
-        "trace-convert: error: --rate applies to openai-batch input only; burstgpt input has its own arrival times"
-    ));
+    run.stderr_has("trace-convert: error: --rate applies to openai-batch input only; burstgpt input has its own arrival times");
 }
 
 #[test]
@@ -821,11 +758,8 @@ fn bailian_sessions_and_reblocking() {
     let input: String = recs.iter().map(|r| format!("{r}\n")).collect();
     let run = Cmd::new("trace-convert").stdin(input).run();
     run.code(0);
-    assert!(run.stderr.contains("recognised as bailian input"));
-    assert!(
-        run.stderr
-            .contains("4 records read, 4 written; 1 session; time span 89.5 s")
-    );
+    run.stderr_has("recognised as bailian input");
+    run.stderr_has("4 records read, 4 written; 1 session; time span 89.5 s");
     assert_eq!(
         run.lines(),
         [
@@ -847,20 +781,14 @@ fn bailian_sessions_and_reblocking() {
         .iter()
         .map(|&i| format!("{}\n", recs[i]))
         .collect();
-    let again = Cmd::new("trace-convert")
-        .args(["--from", "bailian"])
-        .stdin(reordered)
-        .run();
+    let again = run_stdin("trace-convert", &["--from", "bailian"], reordered);
     again.code(0);
     assert_eq!(again.lines(), run.lines());
 
     // Short hash_ids are fitted with a warning (AIPerf loads such rows);
     // too many are an error.
     let short = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1]}"#;
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "bailian"])
-        .stdin(short)
-        .run();
+    let run = run_stdin("trace-convert", &["--from", "bailian"], short);
     run.code(0);
     assert_eq!(
         run.lines(),
@@ -875,15 +803,9 @@ fn bailian_sessions_and_reblocking() {
         run.stderr
     );
     let bad = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 10, "hash_ids": [1, 2, 3, 4]}"#;
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "bailian"])
-        .stdin(bad)
-        .run();
+    let run = run_stdin("trace-convert", &["--from", "bailian"], bad);
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-convert: <stdin>:1: error: field `hash_ids`: has 4 blocks, but input_length 40 needs ceil(40 / 16) = 3\n"
-    );
+    run.stderr_is("trace-convert: <stdin>:1: error: field `hash_ids`: has 4 blocks, but input_length 40 needs ceil(40 / 16) = 3\n");
 }
 
 /// The real capture, checked against the client's own records of the same
@@ -964,11 +886,7 @@ fn langfuse_ingestion_batch_with_offsets() {
     });
     let run = Cmd::new("trace-convert").stdin(batch.to_string()).run();
     run.code(0);
-    assert!(
-        run.stderr.contains("recognised as langfuse input"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("recognised as langfuse input");
     let out = run.json_lines();
     // 11:44:14.5−08:00 is 19:44:14.5Z; TTFT 0.25 s; the second call 6 s
     // later, 5.5 s after the first ended.
@@ -1017,21 +935,12 @@ fn keep_messages_maps_otel_and_langchain_messages_to_openai() {
         ])
     );
     // An image given by URI has no OpenAI form here: left out, said why.
-    assert!(
-        run.stderr.contains(&format!(
+    run.stderr_has(&format!(
             "trace-convert: {file}:25: warning: field `messages[0].parts[1].type`: \"uri\" parts are not \
              mapped to OpenAI chat content; record left out (--keep-messages writes only messages \
              an OpenAI-compatible server takes)"
-        )),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("3 records read, 2 written, 1 dropped (1 with messages no server takes)"),
-        "{}",
-        run.stderr
-    );
+        ));
+    run.stderr_has("3 records read, 2 written, 1 dropped (1 with messages no server takes)");
     valid(&run);
     // Without --keep-messages no message is written, and none is dropped.
     let run = convert(&[&file]);
@@ -1039,10 +948,7 @@ fn keep_messages_maps_otel_and_langchain_messages_to_openai() {
 
     // LiteLLM: LangChain's message dicts, OpenAI tool calls under
     // additional_kwargs, LangChain's extra keys left out.
-    let run = convert(&[
-        "--keep-messages",
-        &fixture("litellm_langchain_messages.constructed.jsonl"),
-    ]);
+    let run = convert_kept("litellm_langchain_messages.constructed.jsonl");
     assert_eq!(
         run.json_lines()[0]["messages"],
         json!([
@@ -1060,10 +966,7 @@ fn keep_messages_maps_otel_and_langchain_messages_to_openai() {
 fn keep_messages_lifts_tool_definitions_logged_as_messages() {
     // Langfuse's LangChain handler lists the call's tools as `tool`
     // messages, and OpenAI's tool calls under `additional_kwargs`.
-    let run = convert(&[
-        "--keep-messages",
-        &fixture("ui_trace_download.langgraph-python-2025-08-22.json"),
-    ]);
+    let run = convert_kept("ui_trace_download.langgraph-python-2025-08-22.json");
     let out = run.json_lines();
     let tool = json!({"type": "function", "function": {"name": "Web-Search",
         "description": "Dummy web search tool.",
@@ -1098,12 +1001,8 @@ fn calls_without_token_counts_are_counted_from_their_text_and_marked() {
     let tok = tok.to_str().unwrap();
     let file = fixture("litellm_no_output_count.constructed.jsonl");
     let run = convert(&["--tokenizer", tok, &file]);
-    assert!(
-        run.stderr.contains(
-            "3 records read, 2 written, 1 dropped (1 with no output count or output text in the log)"
-        ),
-        "{}",
-        run.stderr
+    run.stderr_has(
+        "3 records read, 2 written, 1 dropped (1 with no output count or output text in the log)",
     );
     let out = run.json_lines();
     // "Sunny and mild today": 4.
@@ -1136,12 +1035,7 @@ fn calls_without_token_counts_are_counted_from_their_text_and_marked() {
     assert_eq!(out[0]["output_length"], json!(4));
     assert_eq!(out[1]["output_length"], json!(2));
     assert_eq!(out[1]["observed"]["counted"], json!(["output_length"]));
-    assert!(
-        run.stderr
-            .contains("1 dropped (1 with no output count or output text in the log)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("1 dropped (1 with no output count or output text in the log)");
 }
 
 #[test]
@@ -1153,20 +1047,7 @@ fn litellm_calls_of_one_session_become_their_dependency_graph() {
     let path = data("convert/litellm_session_fanout.constructed.jsonl");
     let run = Cmd::new("trace-convert").arg(&path).run();
     run.code(0);
-    let graph: Vec<Value> = run
-        .lines()
-        .iter()
-        .map(|l| {
-            let r: Value = serde_json::from_str(l).unwrap();
-            json!([
-                r["id"],
-                r["timestamp"],
-                r["session_id"],
-                r["after"],
-                r["delay"]
-            ])
-        })
-        .collect();
+    let graph = columns(&run.json_lines(), "id timestamp session_id after delay");
     assert_eq!(
         graph,
         [
@@ -1201,14 +1082,10 @@ fn a_damaged_parquet_file_is_an_error_naming_it_never_a_panic() {
     std::fs::write(&path, &good[..5000]).unwrap();
     let run = Cmd::new("trace-convert").arg(&path).run();
     run.code(2);
-    assert!(
-        run.stderr.contains(&format!(
-            "trace-convert: error: {}: not a Parquet file this reader can read: ",
-            path.display()
-        )),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(&format!(
+        "trace-convert: error: {}: not a Parquet file this reader can read: ",
+        path.display()
+    ));
     // Bytes changed all over the file (pages, footer, the index's lengths):
     // each run ends with records or an error, never a panic.
     for k in 0..48 {

@@ -181,7 +181,13 @@ fn mutated_records_never_panic_a_tool() {
         ),
         ("trace-convert", &["--from", "mooncake"], true),
     ];
-    runner(48)
+    tools_stay_sound(&dir, 48, tools);
+}
+
+/// `cases` mutated traces, each run through every tool of `tools` (tool,
+/// flags, whether its output is JSON lines) as `tool flags… t.jsonl`.
+fn tools_stay_sound(dir: &TestDir, cases: u32, tools: &[(&str, &[&str], bool)]) {
+    runner(cases)
         .run(&mutated(RECORDS, RECORD_KEYS), |trace| {
             dir.write("t.jsonl", &trace);
             for (tool, args, jsonl) in tools {
@@ -197,17 +203,14 @@ fn mutated_records_never_panic_prompt_synthesis() {
     // Slower: the first record with a prompt to synthesize loads the
     // synthesizer.
     let dir = TestDir::new("fuzz-synth");
-    runner(6)
-        .run(&mutated(RECORDS, RECORD_KEYS), |trace| {
-            dir.write("t.jsonl", &trace);
-            sound(&dir.cmd("trace-synth").arg("t.jsonl").run(), true)?;
-            sound(
-                &dir.cmd("trace-replay").args(["--dry-run", "t.jsonl"]).run(),
-                true,
-            )?;
-            Ok(())
-        })
-        .unwrap();
+    tools_stay_sound(
+        &dir,
+        6,
+        &[
+            ("trace-synth", &[], true),
+            ("trace-replay", &["--dry-run"], true),
+        ],
+    );
 }
 
 #[test]

@@ -48,6 +48,17 @@ fn browser_or_skip() -> Option<PathBuf> {
     found
 }
 
+/// The browser and a fresh directory `name` holding copies of results
+/// files (name, file under tests/data/); None when the test is skipped.
+fn browser_and_dir(name: &str, copies: &[(&str, &str)]) -> Option<(PathBuf, TestDir)> {
+    let browser = browser_or_skip()?;
+    let dir = TestDir::new(name);
+    for (to, from) in copies {
+        dir.copy_data(to, from);
+    }
+    Some((browser, dir))
+}
+
 /// What the browser left: the DOM after the page's script ran, and the
 /// console messages it logged.
 struct Rendered {
@@ -171,14 +182,11 @@ const SCRAPES: &str = concat!(
 /// TTFT (700 ms), and an error sent at 6.2 s.
 #[test]
 fn the_page_loads_clean_and_shows_the_reports_figures() {
-    let Some(browser) = browser_or_skip() else {
+    let Some((browser, dir)) =
+        browser_and_dir("html-page", &[("run.ndjson", "results/streamed.ndjson")])
+    else {
         return;
     };
-    let dir = TestDir::new("html-page");
-    dir.write(
-        "run.ndjson",
-        std::fs::read(data("results/streamed.ndjson")).unwrap(),
-    );
     dir.write("scrapes.ndjson", SCRAPES);
     let flags = [
         "--slo",
@@ -286,18 +294,15 @@ fn the_page_loads_clean_and_shows_the_reports_figures() {
 
 #[test]
 fn compared_runs_are_overlaid_on_the_page() {
-    let Some(browser) = browser_or_skip() else {
+    let Some((browser, dir)) = browser_and_dir(
+        "html-compare",
+        &[
+            ("a.ndjson", "results/streamed.ndjson"),
+            ("b.ndjson", "results/small.ndjson"),
+        ],
+    ) else {
         return;
     };
-    let dir = TestDir::new("html-compare");
-    dir.write(
-        "a.ndjson",
-        std::fs::read(data("results/streamed.ndjson")).unwrap(),
-    );
-    dir.write(
-        "b.ndjson",
-        std::fs::read(data("results/small.ndjson")).unwrap(),
-    );
     dir.cmd("trace-summarize")
         .args(["--compare", "--plot", "c.html", "-o", "c.txt"])
         .args(["a.ndjson", "b.ndjson"])
@@ -322,11 +327,12 @@ fn a_file_name_cannot_inject_markup_or_script() {
     // `/` cannot be in a file name: the name spans two directories.
     std::fs::create_dir_all(dir.join("x</script><script>alert(1)<")).unwrap();
     let name = "x</script><script>alert(1)</script>.ndjson";
-    dir.write(name, std::fs::read(data("results/small.ndjson")).unwrap());
-    dir.cmd("trace-summarize")
-        .args(["--plot", "p.html", "-o", "s.txt", name])
-        .run()
-        .ok();
+    dir.copy_data(name, "results/small.ndjson");
+    dir.run(
+        "trace-summarize",
+        &["--plot", "p.html", "-o", "s.txt", name],
+    )
+    .ok();
     let html = String::from_utf8(dir.read("p.html")).unwrap();
     assert!(!html.contains("<script>alert"), "{html}");
     assert_eq!(html.matches("<script").count(), 2, "{html}");
@@ -362,8 +368,9 @@ fn a_file_name_cannot_inject_markup_or_script() {
         })
         .collect();
     dir.write("models.ndjson", results);
-    dir.cmd("trace-summarize")
-        .args([
+    dir.run(
+        "trace-summarize",
+        &[
             "--by",
             "model",
             "--plot",
@@ -371,9 +378,9 @@ fn a_file_name_cannot_inject_markup_or_script() {
             "-o",
             "m.txt",
             "models.ndjson",
-        ])
-        .run()
-        .ok();
+        ],
+    )
+    .ok();
     let html = String::from_utf8(dir.read("m.html")).unwrap();
     assert!(!html.contains("<img"), "{html}");
     let page = render(&browser, &dir, &dir.join("m.html"));
@@ -435,18 +442,17 @@ const GESTURES: &str = r##"<script>
 /// (sent 0 and 0.5 s, ending 3.5 and 4.85 s): 2 in the bucket at 2 s.
 #[test]
 fn hovering_shows_values_and_the_time_axis_zooms() {
-    let Some(browser) = browser_or_skip() else {
+    let Some((browser, dir)) = browser_and_dir(
+        "html-gestures",
+        &[("run.ndjson", "results/streamed.ndjson")],
+    ) else {
         return;
     };
-    let dir = TestDir::new("html-gestures");
-    dir.write(
-        "run.ndjson",
-        std::fs::read(data("results/streamed.ndjson")).unwrap(),
-    );
-    dir.cmd("trace-summarize")
-        .args(["--plot", "run.html", "-o", "s.txt", "run.ndjson"])
-        .run()
-        .ok();
+    dir.run(
+        "trace-summarize",
+        &["--plot", "run.html", "-o", "s.txt", "run.ndjson"],
+    )
+    .ok();
     let page = String::from_utf8(dir.read("run.html")).unwrap();
     dir.write(
         "gestures.html",

@@ -2,7 +2,7 @@
 //! tool refuses them with a clear error, none panics or allocates by them.
 
 use crate::servers::{Answer, Scripted};
-use crate::util::{Cmd, Run, TestDir};
+use crate::util::{Cmd, Run, TestDir, run_stdin};
 
 const OK: &str = r#"{"timestamp":0,"input_length":10,"output_length":5}"#;
 
@@ -71,25 +71,22 @@ fn validate_names_the_limit_of_each_field() {
         r#"{"timestamp":10000000000000,"input_length":16777216,"output_length":16777216,"session_id":"s","delay":315360000000}
 "#,
     );
-    dir.cmd("trace-validate")
-        .args(["--check", "t.jsonl"])
-        .run()
-        .code(0);
+    dir.run("trace-validate", &["--check", "t.jsonl"]).code(0);
 }
 
 #[test]
 fn cache_blocks_is_bounded_and_allocated_lazily() {
     let dir = TestDir::new("limits-cache");
     dir.write("t.jsonl", format!("{OK}\n"));
-    let run = dir
-        .cmd("trace-validate")
-        .args([
+    let run = dir.run(
+        "trace-validate",
+        &[
             "--report",
             "--cache-blocks",
             "18446744073709551615",
             "t.jsonl",
-        ])
-        .run();
+        ],
+    );
     refused(
         &run,
         2,
@@ -133,7 +130,7 @@ fn synth_and_dry_run_refuse_huge_prompts() {
         );
         let run = dir.cmd("trace-synth").arg("t.jsonl").run();
         refused(&run, 2, &want);
-        let run = dir.cmd("trace-replay").args(["--dry-run", "t.jsonl"]).run();
+        let run = dir.run("trace-replay", &["--dry-run", "t.jsonl"]);
         refused(&run, 2, &want);
     }
 }
@@ -152,7 +149,7 @@ fn replay_refuses_times_beyond_a_duration() {
         ),
     ] {
         dir.write("t.jsonl", format!("{OK}\n{line}\n"));
-        let run = dir.cmd("trace-replay").args(["--dry-run", "t.jsonl"]).run();
+        let run = dir.run("trace-replay", &["--dry-run", "t.jsonl"]);
         refused(&run, 2, want);
     }
 }
@@ -165,40 +162,31 @@ fn rescale_and_slice_keep_times_within_the_limit() {
         format!("{OK}\n{{\"timestamp\":1e308,\"input_length\":10,\"output_length\":5}}\n"),
     );
     let want = "t.jsonl:2: error: field `timestamp`: 1e308 is over the limit of 10000000000000 ms";
-    let run = dir
-        .cmd("trace-rescale")
-        .args(["--speed", "0.5", "t.jsonl"])
-        .run();
-    refused(&run, 2, want);
-    let run = dir.cmd("trace-slice").args(["--rebase", "t.jsonl"]).run();
-    refused(&run, 2, want);
+    refused(
+        &dir.run("trace-rescale", &["--speed", "0.5", "t.jsonl"]),
+        2,
+        want,
+    );
+    refused(&dir.run("trace-slice", &["--rebase", "t.jsonl"]), 2, want);
 
     // Within the limit, but not once doubled.
     dir.write(
         "t.jsonl",
         format!("{OK}\n{{\"timestamp\":6000000000000,\"input_length\":10,\"output_length\":5}}\n"),
     );
-    let run = dir
-        .cmd("trace-rescale")
-        .args(["--speed", "0.5", "t.jsonl"])
-        .run();
     refused(
-        &run,
+        &dir.run("trace-rescale", &["--speed", "0.5", "t.jsonl"]),
         2,
         "t.jsonl:2: error: field `timestamp`: 6000000000000 rescaled is 12000000000000, over the limit of 10000000000000 ms",
     );
-    let run = dir
-        .cmd("trace-rescale")
-        .args(["--speed", "0.5", "--skip-invalid", "t.jsonl"])
-        .run();
-    run.code(0);
-    assert_eq!(run.lines(), vec![OK.to_string()]);
-    let run = dir
-        .cmd("trace-rescale")
-        .args(["--input-scale", "2000000", "t.jsonl"])
-        .run();
+    dir.run(
+        "trace-rescale",
+        &["--speed", "0.5", "--skip-invalid", "t.jsonl"],
+    )
+    .code(0)
+    .lines_are(&[OK]);
     refused(
-        &run,
+        &dir.run("trace-rescale", &["--input-scale", "2000000", "t.jsonl"]),
         2,
         "t.jsonl:1: error: field `input_length`: 20000000 is over the limit of 16777216 tokens",
     );
@@ -214,10 +202,7 @@ fn convert_bounds_litellm_numbers() {
         ("4294967296", "4294967296"),
     ] {
         dir.write("l.jsonl", format!("{}\n", LITELLM.replace('N', n)));
-        let run = dir
-            .cmd("trace-convert")
-            .args(["--from", "litellm", "l.jsonl"])
-            .run();
+        let run = dir.run("trace-convert", &["--from", "litellm", "l.jsonl"]);
         refused(
             &run,
             2,
@@ -229,10 +214,7 @@ fn convert_bounds_litellm_numbers() {
     }
     // A 20-token prompt keeps its one block.
     dir.write("l.jsonl", format!("{}\n", LITELLM.replace('N', "20")));
-    let run = dir
-        .cmd("trace-convert")
-        .args(["--from", "litellm", "l.jsonl"])
-        .run();
+    let run = dir.run("trace-convert", &["--from", "litellm", "l.jsonl"]);
     run.code(0);
     assert_eq!(run.json_lines()[0]["hash_ids"], serde_json::json!([0]));
 
@@ -244,15 +226,12 @@ fn convert_bounds_litellm_numbers() {
     );
     let want =
         "s.csv:2: error: field `request_duration_ms`: 1e308 is over the limit of 315360000000 ms";
-    let run = dir
-        .cmd("trace-convert")
-        .args(["--from", "litellm", "s.csv"])
-        .run();
+    let run = dir.run("trace-convert", &["--from", "litellm", "s.csv"]);
     refused(&run, 2, want);
-    let run = dir
-        .cmd("trace-convert")
-        .args(["--from", "litellm", "--skip-invalid", "s.csv"])
-        .run();
+    let run = dir.run(
+        "trace-convert",
+        &["--from", "litellm", "--skip-invalid", "s.csv"],
+    );
     run.code(0);
     assert!(!run.stderr.contains("panicked"));
     assert_eq!(
@@ -283,10 +262,7 @@ fn summarize_bounds_times_and_buckets_by_the_data() {
         dir.write("r.ndjson", format!("{line}\n"));
         let run = dir.cmd("trace-summarize").arg("r.ndjson").run();
         refused(&run, 2, want);
-        let run = dir
-            .cmd("trace-summarize")
-            .args(["--requests", "csv", "r.ndjson"])
-            .run();
+        let run = dir.run("trace-summarize", &["--requests", "csv", "r.ndjson"]);
         assert_ne!(run.code, 101);
         assert!(!run.stdout_str().contains("inf"), "{}", run.stdout_str());
     }
@@ -306,10 +282,7 @@ fn summarize_bounds_times_and_buckets_by_the_data() {
         run.json()["peak"]["output_tokens_per_s"],
         serde_json::json!(1.0)
     );
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--requests", "csv", "r.ndjson"])
-        .run();
+    let run = dir.run("trace-summarize", &["--requests", "csv", "r.ndjson"]);
     run.code(0);
     assert_eq!(
         run.lines()[2],
@@ -391,10 +364,11 @@ fn an_answer_over_max_answer_bytes_fails_its_request_only() {
             );
         }
     }
-    let run = Cmd::new("trace-replay")
-        .args(["--dry-run", "--max-answer-bytes", "64X"])
-        .stdin(trace)
-        .run();
+    let run = run_stdin(
+        "trace-replay",
+        &["--dry-run", "--max-answer-bytes", "64X"],
+        trace,
+    );
     refused(
         &run,
         2,
@@ -481,17 +455,10 @@ fn no_credential_reaches_any_output() {
         "Bearer sk-third-secret",
         "Authorization: sk-\u{1}third-secret",
     ] {
-        let run = Cmd::new("trace-replay")
-            .args(["--url", &server.url, "--header", bad])
-            .stdin("")
-            .run();
+        let run = run_stdin("trace-replay", &["--url", &server.url, "--header", bad], "");
         run.code(2);
         assert!(!run.stderr.contains("third-secret"), "{}", run.stderr);
-        assert!(
-            run.stderr.contains("not shown: it may hold a credential"),
-            "{}",
-            run.stderr
-        );
+        run.stderr_has("not shown: it may hold a credential");
     }
 }
 
@@ -510,10 +477,11 @@ fn empty_choices(body: &str) -> Answer {
 fn an_answer_without_choices_has_no_ttft() {
     let server = Scripted::start(empty_choices);
     let trace = "{\"timestamp\":0,\"text_input\":\"hi\",\"output_length\":2}\n";
-    let run = Cmd::new("trace-replay")
-        .args(["--quiet", "--no-stream", "--url", &server.url])
-        .stdin(trace)
-        .run();
+    let run = run_stdin(
+        "trace-replay",
+        &["--quiet", "--no-stream", "--url", &server.url],
+        trace,
+    );
     run.code(0);
     let r = &run.json_lines()[0];
     assert_eq!(r["status"], "error", "{r}");
@@ -522,10 +490,7 @@ fn an_answer_without_choices_has_no_ttft() {
     assert_eq!(r["first_chunk_ms"], r["e2e_ms"], "{r}");
     // Streamed: chunks with empty choices are vLLM's first chunk, and
     // no content means no TTFT.
-    let run = Cmd::new("trace-replay")
-        .args(["--quiet", "--url", &server.url])
-        .stdin(trace)
-        .run();
+    let run = run_stdin("trace-replay", &["--quiet", "--url", &server.url], trace);
     run.code(0);
     let r = &run.json_lines()[0];
     assert_eq!(r["status"], "ok", "{r}");
@@ -609,14 +574,8 @@ fn credentials_with_quotes_and_backslashes_are_hidden_in_json_too() {
         "slash",
     ];
     let results = String::from_utf8(dir.read("r.ndjson")).unwrap();
-    let csv = dir
-        .cmd("trace-summarize")
-        .args(["--requests", "csv", "r.ndjson"])
-        .run();
-    let json = dir
-        .cmd("trace-summarize")
-        .args(["--requests", "json", "r.ndjson"])
-        .run();
+    let csv = dir.run("trace-summarize", &["--requests", "csv", "r.ndjson"]);
+    let json = dir.run("trace-summarize", &["--requests", "json", "r.ndjson"]);
     for out in [&results, &csv.stdout_str(), &json.stdout_str(), &run.stderr] {
         for form in forms {
             assert!(!out.contains(form), "{form} in\n{out}");
@@ -672,52 +631,35 @@ const ABSURD: [&str; 4] = ["18446744073709551616", "-1", "NaN", "1e400"];
 #[test]
 fn no_flag_value_makes_a_tool_panic() {
     use clap::CommandFactory;
+    use tracekit::{convert, replay, rescale, slice, summarize, synth, validate};
     let dir = TestDir::new("limits-flags");
     dir.write("t.jsonl", format!("{OK}\n"));
     dir.write(
         "r.ndjson",
         "{\"index\":0,\"scheduled_ms\":0,\"sent_ms\":1,\"status\":\"ok\",\"ttft_ms\":1,\"e2e_ms\":2,\"completion_tokens\":3}\n",
     );
-    let tools: [(&str, clap::Command, &[&str]); 7] = [
+    // Each tool, its flags, and the arguments it runs on.
+    type Flags = fn() -> clap::Command;
+    let tools: [(&str, Flags, &[&str]); 7] = [
         (
             "trace-convert",
-            tracekit::convert::Args::command(),
+            convert::Args::command,
             &["--from", "mooncake", "t.jsonl"],
         ),
-        (
-            "trace-validate",
-            tracekit::validate::Args::command(),
-            &["t.jsonl"],
-        ),
-        (
-            "trace-slice",
-            tracekit::slice::Args::command(),
-            &["t.jsonl"],
-        ),
-        (
-            "trace-rescale",
-            tracekit::rescale::Args::command(),
-            &["t.jsonl"],
-        ),
-        (
-            "trace-summarize",
-            tracekit::summarize::Args::command(),
-            &["r.ndjson"],
-        ),
-        (
-            "trace-synth",
-            tracekit::synth::Args::command(),
-            &["t.jsonl"],
-        ),
+        ("trace-validate", validate::Args::command, &["t.jsonl"]),
+        ("trace-slice", slice::Args::command, &["t.jsonl"]),
+        ("trace-rescale", rescale::Args::command, &["t.jsonl"]),
+        ("trace-summarize", summarize::Args::command, &["r.ndjson"]),
+        ("trace-synth", synth::Args::command, &["t.jsonl"]),
         (
             "trace-replay",
-            tracekit::replay::Args::command(),
+            replay::Args::command,
             &["--sim", "--quiet", "--timeout", "2s", "t.jsonl"],
         ),
     ];
     let mut runs = Vec::new();
     for (tool, cmd, rest) in &tools {
-        for arg in cmd.get_arguments() {
+        for arg in cmd().get_arguments() {
             let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) else {
                 continue;
             };

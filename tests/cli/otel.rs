@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{Cmd, Run, TestDir, data};
+use crate::util::{Cmd, Run, TestDir, columns, data, run_stdin};
 
 fn fixture(name: &str) -> String {
     data(&format!("convert/otel/{name}"))
@@ -13,15 +13,30 @@ fn fixture(name: &str) -> String {
         .into_owned()
 }
 
+/// `trace-convert` of one of the shared span files.
+fn convert_fixture(name: &str) -> Run {
+    Cmd::new("trace-convert").arg(fixture(name)).run()
+}
+
+/// `trace-convert` of a shared span file gives the records `want`
+/// (`hash_ids` aside): the run, for its stderr.
+#[track_caller]
+fn converts_to(name: &str, want: &[Value]) -> Run {
+    let run = convert_fixture(name);
+    assert_records(&records(&run), want);
+    run
+}
+
 /// Convert, expect success and valid output, and return the records
 /// without `hash_ids` (checked apart).
 #[track_caller]
 fn records(run: &Run) -> Vec<Value> {
     run.code(0);
-    let v = Cmd::new("trace-validate")
-        .args(["--check", "--strict"])
-        .stdin(run.stdout.clone())
-        .run();
+    let v = run_stdin(
+        "trace-validate",
+        &["--check", "--strict"],
+        run.stdout.clone(),
+    );
     v.code(0);
     run.json_lines()
         .into_iter()
@@ -42,11 +57,8 @@ fn assert_records(got: &[Value], want: &[Value]) {
 
 #[test]
 fn bifrost_gateway_tree_keeps_the_one_llm_call_with_its_nanosecond_ttft() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("bifrost.bigcodebench-0-zerostack.traces.jsonl"))
-        .run();
-    assert_records(
-        &records(&run),
+    let run = converts_to(
+        "bifrost.bigcodebench-0-zerostack.traces.jsonl",
         &[
             json!({"timestamp": 0, "input_length": 4061, "output_length": 116,
             "model": "azure/gpt-5.4", "id": "c813277cabaa4730",
@@ -60,9 +72,7 @@ fn bifrost_gateway_tree_keeps_the_one_llm_call_with_its_nanosecond_ttft() {
 
 #[test]
 fn bifrost_collector_export_out_of_order_parallel_calls() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("bifrost.gaia-0-claude-code.traces.jsonl"))
-        .run();
+    let run = convert_fixture("bifrost.gaia-0-claude-code.traces.jsonl");
     let obs = |i: u64, o: u64, ttft: f64, e2e: f64, cached: Option<u64>| {
         let mut v = json!({"prompt_tokens": i, "completion_tokens": o,
             "ttft_ms": ttft, "e2e_ms": e2e});
@@ -122,11 +132,8 @@ fn bifrost_collector_export_out_of_order_parallel_calls() {
 
 #[test]
 fn exgentic_flat_spans_duplicates_left_out_and_a_chain_in_the_session() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("exgentic.tau2_retail_claude_code_315397.json"))
-        .run();
-    assert_records(
-        &records(&run),
+    let run = converts_to(
+        "exgentic.tau2_retail_claude_code_315397.json",
         &[
             json!({"timestamp": 0, "input_length": 1690, "output_length": 161,
                 "session_id": "6c59de4e", "model": "openai/gpt-oss-120b", "id": "3279bd88e74c0780",
@@ -138,23 +145,13 @@ fn exgentic_flat_spans_duplicates_left_out_and_a_chain_in_the_session() {
                 "after": ["3279bd88e74c0780"], "delay": 1436.046}),
         ],
     );
-    assert!(
-        run.stderr
-            .contains(": 7 spans read, 4 model calls (2 duplicates left out)\n"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("has no time zone; naive date-times are taken as UTC")
-    );
+    run.stderr_has(": 7 spans read, 4 model calls (2 duplicates left out)\n");
+    run.stderr_has("has no time zone; naive date-times are taken as UTC");
 }
 
 #[test]
 fn inference_perf_predecessor_parents_are_turns_not_wrappers() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("inference-perf.prefix_sharing_example.json"))
-        .run();
+    let run = convert_fixture("inference-perf.prefix_sharing_example.json");
     let rec = |t: u64, id: &str, i: u64, o: u64, e2e: u64| {
         json!({"timestamp": t, "input_length": i, "output_length": o, "model": "gpt-4o", "id": id,
             "observed": {"prompt_tokens": i, "completion_tokens": o, "e2e_ms": e2e, "status": "ok"}})
@@ -355,43 +352,21 @@ fn each_output_attribute_is_counted_and_a_span_without_one_takes_max_tokens() {
             ("bare2".to_string(), 64, Value::Null),
         ]
     );
-    assert!(
-        run.stderr.contains(&format!(
+    run.stderr_has(&format!(
             "{}:1: warning: span bare: no output token count; output_length is its gen_ai.request.max_tokens (64), and so for 1 more",
             path.display()
-        )),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("8 records read, 7 written, 1 dropped (1 failed)"),
-        "{}",
-        run.stderr
-    );
+        ));
+    run.stderr_has("8 records read, 7 written, 1 dropped (1 failed)");
 }
 
 #[test]
 fn jaeger_download_microseconds_and_the_model_name_behind_unknown() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("ioa-observe.jaeger.get-inventory.json"))
-        .run();
+    let run = convert_fixture("ioa-observe.jaeger.get-inventory.json");
     let got = records(&run);
-    let summary: Vec<_> = got
-        .iter()
-        .map(|r| {
-            json!([
-                r["timestamp"],
-                r["id"],
-                r["input_length"],
-                r["output_length"],
-                r["observed"]["e2e_ms"],
-                r["observed"]["cached_tokens"],
-                r["after"],
-                r["delay"]
-            ])
-        })
-        .collect();
+    let summary: Vec<_> = columns(
+        &got,
+        "timestamp id input_length output_length observed.e2e_ms observed.cached_tokens after delay",
+    );
     // Delays: 7389.553 - 7200.834; 10275.387 - (7389.553 + 1833.146);
     // 16818.745 - (10275.387 + 6483.561).
     assert_eq!(
@@ -445,17 +420,7 @@ fn litellm_shaped_otlp_errors_dropped_unless_kept() {
     let path = fixture("litellm-migrated.naturalquestions-2165-aider.traces.jsonl");
     let run = Cmd::new("trace-convert").arg(&path).run();
     let got = records(&run);
-    let io: Vec<_> = got
-        .iter()
-        .map(|r| {
-            json!([
-                r["timestamp"],
-                r["input_length"],
-                r["output_length"],
-                r["model"]
-            ])
-        })
-        .collect();
+    let io: Vec<_> = columns(&got, "timestamp input_length output_length model");
     // 1 ns apart: every timestamp rounds to 0, the order is the file's.
     assert_eq!(
         io,
@@ -465,12 +430,7 @@ fn litellm_shaped_otlp_errors_dropped_unless_kept() {
             json!([0, 2747, 7, "azure/gpt-5.4"]),
         ]
     );
-    assert!(
-        run.stderr
-            .contains("5 records read, 3 written, 2 dropped (2 failed)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("5 records read, 3 written, 2 dropped (2 failed)");
     let kept = Cmd::new("trace-convert")
         .args(["--keep-failed", &path])
         .run();
@@ -499,12 +459,9 @@ fn openinference_protojson_span_without_times_or_ids() {
 
 #[test]
 fn vercel_provider_calls_only_with_ms_ttft() {
-    let run = Cmd::new("trace-convert")
-        .arg(fixture("vercel-ai-sdk-v6.all-spans.json"))
-        .run();
     let m = "gpt-4o-mini-2024-07-18";
-    assert_records(
-        &records(&run),
+    let run = converts_to(
+        "vercel-ai-sdk-v6.all-spans.json",
         &[
             json!({"timestamp": 0, "input_length": 14, "output_length": 20, "model": m, "id": "39d6e9b3ddec9996",
                 "observed": {"prompt_tokens": 14, "completion_tokens": 20, "e2e_ms": 1779.416, "status": "ok"}}),
@@ -703,12 +660,7 @@ fn enum_names_and_numbers_status_error_and_first_token_event() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["id"], "fine");
     assert_eq!(got[0]["observed"]["ttft_ms"], json!(2.5));
-    assert!(
-        run.stderr
-            .contains("4 records read, 1 written, 3 dropped (3 failed)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("4 records read, 1 written, 3 dropped (3 failed)");
 }
 
 #[test]
@@ -750,14 +702,10 @@ fn wrappers_and_double_exports_are_one_call() {
     let got = records(&run);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["id"], "gateway");
-    assert!(
-        run.stderr.contains(&format!(
-            "{path}: 4 spans read, 3 model calls (1 wrapper of another call, 1 duplicate left out)\n",
-            path = path.display()
-        )),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(&format!(
+        "{path}: 4 spans read, 3 model calls (1 wrapper of another call, 1 duplicate left out)\n",
+        path = path.display()
+    ));
 }
 
 #[test]
@@ -970,32 +918,21 @@ fn bad_time_and_bad_count_name_span_field_and_value() {
             .unwrap()
             + 1
     };
-    assert!(
-        run.stderr.contains(&format!(
+    run.stderr_has(&format!(
             "t.json:{}: warning: field `startTimeUnixNano`: span s1: expected a time, found \"soon\" (skipped)",
             line_of("s1")
-        )),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains(&format!(
+        ));
+    run.stderr_has(&format!(
             "t.json:{}: warning: field `gen_ai.usage.output_tokens`: span s2: expected an integer ≥ 0, found \"many\" (skipped)",
             line_of("s2")
-        )),
-        "{}",
-        run.stderr
-    );
+        ));
     run.stderr_has("t.json: 2 spans read, 0 model calls\n");
     run.stderr_has("2 records read, 0 written, 2 invalid");
 }
 
 #[test]
 fn a_document_of_no_spans_is_an_error() {
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "otel"])
-        .stdin("{\"hello\": 1}\n")
-        .run();
+    let run = run_stdin("trace-convert", &["--from", "otel"], "{\"hello\": 1}\n");
     run.code(2);
     run.stderr_has(
         "trace-convert: <stdin>:1: error: not an OpenTelemetry document or span (keys: hello)",
@@ -1039,23 +976,12 @@ fn phoenix_span_json_nested_attributes_and_error_status() {
     ]);
     let path = dir.write("phoenix.json", serde_json::to_string_pretty(&doc).unwrap());
     let run = Cmd::new("trace-convert").arg(&path).run();
-    let got = records(&run);
     // The failed call is dropped, but it still ended before p3 started:
     // p3 waits for p1 only among the records written.
-    let summary: Vec<_> = got
-        .iter()
-        .map(|r| {
-            json!([
-                r["id"],
-                r["timestamp"],
-                r["input_length"],
-                r["session_id"],
-                r["observed"]["cached_tokens"],
-                r["after"],
-                r["delay"]
-            ])
-        })
-        .collect();
+    let summary = columns(
+        &records(&run),
+        "id timestamp input_length session_id observed.cached_tokens after delay",
+    );
     assert_eq!(
         summary,
         vec![
@@ -1063,12 +989,7 @@ fn phoenix_span_json_nested_attributes_and_error_status() {
             json!(["p3", 4000, 140, "sess-1", 64, ["p1"], 2750]),
         ]
     );
-    assert!(
-        run.stderr
-            .contains("3 records read, 2 written, 1 dropped (1 failed)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("3 records read, 2 written, 1 dropped (1 failed)");
 }
 
 #[test]
@@ -1098,12 +1019,7 @@ fn a_call_with_no_output_count_and_no_max_tokens_is_dropped_and_counted() {
     let got = records(&run);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["id"], "counted");
-    assert!(
-        run.stderr
-            .contains("2 records read, 1 written, 1 dropped (1 with no output tokens)"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("2 records read, 1 written, 1 dropped (1 with no output tokens)");
 }
 
 #[test]
@@ -1122,21 +1038,9 @@ fn langfuse_observations_of_one_trace_get_their_dependencies() {
             .stdout,
         run.stdout
     );
-    let got = records(&run);
     // 98870087af69bf06 ends at 09:04:00.999, 90d94774e8e3724d starts at
     // 09:04:01.001 (1038 ms after the first started).
-    let summary: Vec<_> = got
-        .iter()
-        .map(|r| {
-            json!([
-                r["id"],
-                r["timestamp"],
-                r["session_id"],
-                r["after"],
-                r["delay"]
-            ])
-        })
-        .collect();
+    let summary = columns(&records(&run), "id timestamp session_id after delay");
     assert_eq!(
         summary,
         vec![
@@ -1181,6 +1085,13 @@ fn attrs_of(span: &Value) -> Value {
     Value::Object(out)
 }
 
+/// A span's attributes (typed values unwrapped), then its status.
+#[track_caller]
+fn assert_span(span: &Value, attrs: Value, status: Value) {
+    assert_eq!(attrs_of(span), attrs);
+    assert_eq!(span["status"], status);
+}
+
 fn is_hex(s: &Value, len: usize) -> bool {
     let s = s.as_str().unwrap();
     s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit()) && s.bytes().any(|b| b != b'0')
@@ -1197,10 +1108,7 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
         r#"{"index":2,"id":"t","scheduled_ms":500.0,"sent_ms":500.0,"start_time":"2026-11-23T10:00:00.500000Z","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":1,"output_length":1,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"timeout","http_status":null,"error":"no answer within 1s","shard":"1/2"}"#,
         "\n"
     );
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "otlp"])
-        .stdin(input)
-        .run();
+    let run = run_stdin("trace-summarize", &["--requests", "otlp"], input);
     run.ok();
     // One document on one line, as the Collector's file exporter writes.
     assert_eq!(run.lines().len(), 1);
@@ -1230,8 +1138,8 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
     assert_eq!(times(&spans[1]), [420_250_000, 420_250_000]);
     assert_eq!(times(&spans[2]), [500_000_000, 500_000_000]);
     assert_eq!(spans[0]["name"], "chat m");
-    assert_eq!(
-        attrs_of(&spans[0]),
+    assert_span(
+        &spans[0],
         json!({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
                "gen_ai.request.max_tokens": "3", "gen_ai.conversation.id": "s",
                "gen_ai.usage.input_tokens": "6", "gen_ai.usage.output_tokens": "4",
@@ -1239,20 +1147,17 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
                "gen_ai.response.finish_reasons": ["stop"],
                "gen_ai.response.time_to_first_chunk": 0.1,
                "http.response.status_code": "200", "tracekit.index": "0",
-               "tracekit.record.id": "a"})
+               "tracekit.record.id": "a"}),
+        json!({}),
     );
-    assert_eq!(spans[0]["status"], json!({}));
     assert!(spans[0].get("links").is_none());
     // Missing counts stay missing; the error's HTTP status is its type.
-    assert_eq!(
-        attrs_of(&spans[1]),
+    assert_span(
+        &spans[1],
         json!({"gen_ai.operation.name": "chat", "gen_ai.request.max_tokens": "2",
                "gen_ai.conversation.id": "s", "http.response.status_code": "500",
-               "error.type": "500", "tracekit.index": "1"})
-    );
-    assert_eq!(
-        spans[1]["status"],
-        json!({"code": 2, "message": "HTTP 500: boom"})
+               "error.type": "500", "tracekit.index": "1"}),
+        json!({"code": 2, "message": "HTTP 500: boom"}),
     );
     // One session, one trace; the turn links to the one it waited for.
     assert_eq!(spans[1]["traceId"], spans[0]["traceId"]);
@@ -1260,22 +1165,16 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
         spans[1]["links"],
         json!([{"traceId": spans[0]["traceId"], "spanId": spans[0]["spanId"]}])
     );
-    assert_eq!(
-        attrs_of(&spans[2]),
+    assert_span(
+        &spans[2],
         json!({"gen_ai.operation.name": "chat", "gen_ai.request.max_tokens": "1",
                "error.type": "timeout", "tracekit.index": "2",
-               "tracekit.record.id": "t", "tracekit.shard": "1/2"})
-    );
-    assert_eq!(
-        spans[2]["status"],
-        json!({"code": 2, "message": "no answer within 1s"})
+               "tracekit.record.id": "t", "tracekit.shard": "1/2"}),
+        json!({"code": 2, "message": "no answer within 1s"}),
     );
     assert_ne!(spans[2]["traceId"], spans[0]["traceId"]);
     // The same results give the same ids.
-    let again = Cmd::new("trace-summarize")
-        .args(["--requests", "otlp"])
-        .stdin(input)
-        .run();
+    let again = run_stdin("trace-summarize", &["--requests", "otlp"], input);
     assert_eq!(again.stdout, run.stdout);
 
     // trace-convert reads it back: the errors are dropped and counted.
@@ -1290,32 +1189,18 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
                 "e2e_ms": 400, "cached_tokens": 2, "status": "ok"}})
         )]
     );
-    assert!(
-        back.stderr
-            .contains("3 records read, 1 written, 2 dropped (2 failed)"),
-        "{}",
-        back.stderr
-    );
+    back.stderr_has("3 records read, 1 written, 2 dropped (2 failed)");
 }
 
 #[test]
 fn an_empty_results_file_is_an_empty_otlp_document_and_a_bad_start_time_is_named() {
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "otlp"])
-        .stdin("")
-        .run();
+    let run = run_stdin("trace-summarize", &["--requests", "otlp"], "");
     run.ok();
     assert_eq!(run.stdout_str(), "{\"resourceSpans\":[]}\n");
     let bad = r#"{"index":0,"scheduled_ms":0,"sent_ms":0,"start_time":"yesterday","ttft_ms":null,"first_chunk_ms":null,"e2e_ms":null,"itl_ms":[],"input_length":1,"output_length":1,"prompt_tokens":null,"completion_tokens":null,"cached_tokens":null,"finish_reason":null,"status":"error","http_status":null}"#;
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "otlp"])
-        .stdin(bad)
-        .run();
+    let run = run_stdin("trace-summarize", &["--requests", "otlp"], bad);
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-summarize: <stdin>:1: error: field `start_time`: \"yesterday\" is not an RFC 3339 time\n"
-    );
+    run.stderr_is("trace-summarize: <stdin>:1: error: field `start_time`: \"yesterday\" is not an RFC 3339 time\n");
 }
 
 /// Replay a trace of a session (a fan-out and a join) and a lone request
@@ -1339,10 +1224,11 @@ fn a_replay_exported_as_otlp_converts_back_to_the_replayed_trace() {
     replay.code(0);
     let results = replay.json_lines();
     assert_eq!(results.len(), 5);
-    let otlp = Cmd::new("trace-summarize")
-        .args(["--requests", "otlp"])
-        .stdin(replay.stdout.clone())
-        .run();
+    let otlp = run_stdin(
+        "trace-summarize",
+        &["--requests", "otlp"],
+        replay.stdout.clone(),
+    );
     otlp.ok();
     // Span id to record id, from the export.
     let doc = otlp.json();
@@ -1361,10 +1247,7 @@ fn a_replay_exported_as_otlp_converts_back_to_the_replayed_trace() {
             )
         })
         .collect();
-    let back = Cmd::new("trace-convert")
-        .args(["--from", "otel"])
-        .stdin(otlp.stdout.clone())
-        .run();
+    let back = run_stdin("trace-convert", &["--from", "otel"], otlp.stdout.clone());
     let got = records(&back);
     assert_eq!(got.len(), 5);
 
@@ -1744,12 +1627,8 @@ fn collector_file_exports_framed_and_compressed_as_the_fileexporter_writes_them(
         .arg(&path)
         .run();
     run.code(2);
-    assert!(
-        run.stderr.contains(&format!(
-            "{}:1: error: malformed zstd frame (byte {at}): ",
-            path.display()
-        )),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has(&format!(
+        "{}:1: error: malformed zstd frame (byte {at}): ",
+        path.display()
+    ));
 }

@@ -18,19 +18,31 @@
 //! GuideLLM's at the request's end, and it keeps no gaps (b's are spread
 //! evenly: 20, 20) and d has no usage.
 
+use serde_json::Value;
+
 use crate::conventions::{
-    TTFT_LINEAR, close, e2e_to_last_token_linear, figures, guidellm_figures,
-    per_request_tpot_linear, pooled_gaps_linear,
+    AIPERF_ROWS, TTFT_LINEAR, close, e2e_to_last_token_linear, figures, guidellm_figures,
+    linear_figures,
 };
-use crate::util::{Cmd, TestDir, data};
+use crate::util::{Cmd, TestDir, assert_rows, data, run_file, run_stdin};
+
+/// trace-summarize `args…` on a peer file: its exit 0 and its output.
+fn summarize(args: &[&str], file: &str) -> String {
+    let run = run_file("trace-summarize", args, data(file));
+    run.code(0);
+    run.stdout_str()
+}
+
+/// `--format json --convention NAME` on a peer file.
+fn summary(convention: &str, file: &str) -> Value {
+    let out = summarize(&["--format", "json", "--convention", convention], file);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
 
 /// `--requests csv` of a peer file: the result records it was read as,
 /// and the warning.
 fn requests(file: &str) -> (Vec<String>, String) {
-    let run = Cmd::new("trace-summarize")
-        .args(["--requests", "csv"])
-        .arg(data(file))
-        .run();
+    let run = run_file("trace-summarize", &["--requests", "csv"], data(file));
     run.code(0);
     (run.lines(), run.stderr.clone())
 }
@@ -84,22 +96,14 @@ fn aiperf_records_become_results() {
 /// population std).
 #[test]
 fn aiperf_export_summarizes_as_aiperf_printed_it() {
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json", "--convention", "aiperf"])
-        .arg(data("peers/profile_export.jsonl"))
-        .run();
-    run.code(0);
-    let j = run.json();
+    let j = summary("aiperf", "peers/profile_export.jsonl");
     assert_eq!(j["follows"], "AIPerf 0.13.0");
     assert_eq!(j["requests"]["ok"], 4);
     assert_eq!(j["requests"]["error"], 1);
     // Time to First Token, Request Latency (to the last token), Inter
     // Token Latency (as the export's own inter_token_latency says) and
     // Inter Chunk Latency: as conventions.rs works them out.
-    figures(&j["ttft"], 4, TTFT_LINEAR);
-    figures(&j["e2e"], 4, e2e_to_last_token_linear());
-    figures(&j["tpot"], 3, per_request_tpot_linear());
-    figures(&j["itl"], 6, pooled_gaps_linear());
+    linear_figures(&j);
     // Output Sequence Length 4 + 6 + 1 + 2; Request Throughput 4 / 0.1 s;
     // Output Token Throughput 13 / 0.1 s.
     assert_eq!(j["output_tokens"], 13);
@@ -110,21 +114,8 @@ fn aiperf_export_summarizes_as_aiperf_printed_it() {
     assert_eq!(j["dispatch_lag"]["count"], 0);
 
     // The table names each figure as AIPerf does.
-    let run = Cmd::new("trace-summarize")
-        .args(["--convention", "aiperf"])
-        .arg(data("peers/profile_export.jsonl"))
-        .run();
-    run.code(0);
-    let text = run.stdout_str();
-    crate::util::assert_rows(
-        &text,
-        &[
-            "Time to First Token",
-            "Inter Token Latency",
-            "Inter Chunk Latency",
-            "Request Latency",
-        ],
-    );
+    let text = summarize(&["--convention", "aiperf"], "peers/profile_export.jsonl");
+    assert_rows(&text, &AIPERF_ROWS);
 }
 
 #[test]
@@ -156,12 +147,7 @@ fn vllm_detailed_results_become_results() {
 
     // vLLM's figures for it (calculate_metrics: TPOT = (latency − TTFT) /
     // (output_len − 1), np.percentile), as in conventions.rs.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json", "--convention", "vllm"])
-        .arg(data("peers/vllm-detailed.json"))
-        .run();
-    run.code(0);
-    let j = run.json();
+    let j = summary("vllm", "peers/vllm-detailed.json");
     figures(&j["ttft"], 4, TTFT_LINEAR);
     figures(&j["e2e"], 4, e2e_to_last_token_linear());
     close(&j["tpot"]["mean"], 68.0 / 3.0);
@@ -228,12 +214,7 @@ fn guidellm_report_becomes_results() {
 
     // GuideLLM's own figures for it are those of conventions.rs: its
     // formulas need only the first and last token and the iterations.
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json", "--convention", "guidellm"])
-        .arg(data("peers/benchmarks.json"))
-        .run();
-    run.code(0);
-    let j = run.json();
+    let j = summary("guidellm", "peers/benchmarks.json");
     guidellm_figures(&j);
     // The targeted starts give a dispatch lag of 1 ms each.
     close(&j["dispatch_lag"]["max"], 1.0);
@@ -245,16 +226,9 @@ fn guidellm_report_becomes_results() {
 fn peer_files_are_recognised_by_content_from_a_pipe_and_beside_results() {
     // Standard input, no name to go by.
     let bytes = std::fs::read(data("peers/profile_export.jsonl")).unwrap();
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "json"])
-        .stdin(bytes)
-        .run();
+    let run = run_stdin("trace-summarize", &["--format", "json"], bytes);
     run.code(0);
-    assert!(
-        run.stderr.contains("<stdin>: read as AIPerf's"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("<stdin>: read as AIPerf's");
     assert_eq!(run.json()["requests"]["total"], 5);
 
     // A peer's run beside tracekit's, each drawn as its own run; --by
@@ -288,14 +262,11 @@ fn broken_peer_files_are_named_precisely() {
     let path = dir.write("export.jsonl", lines.join("\n") + "\n");
     let run = Cmd::new("trace-summarize").arg(&path).run();
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "trace-summarize: {}:2: error: field `metrics.time_to_first_token.unit`: expected a \
+    run.stderr_is(format!(
+        "trace-summarize: {}:2: error: field `metrics.time_to_first_token.unit`: expected a \
              unit of time (ns, us, ms, s), found \"fortnights\"\n",
-            path.display()
-        )
-    );
+        path.display()
+    ));
 
     // vLLM's result saved without --save-detailed.
     let path = dir.write(
@@ -304,14 +275,11 @@ fn broken_peer_files_are_named_precisely() {
     );
     let run = Cmd::new("trace-summarize").arg(&path).run();
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "trace-summarize: error: {}: vLLM's result has no per-request figures (ttfts, itls, \
+    run.stderr_is(format!(
+        "trace-summarize: error: {}: vLLM's result has no per-request figures (ttfts, itls, \
              errors): save the run with --save-result --save-detailed\n",
-            path.display()
-        )
-    );
+        path.display()
+    ));
 
     // Arrays of different lengths.
     let path = dir.write(
@@ -320,12 +288,9 @@ fn broken_peer_files_are_named_precisely() {
     );
     let run = Cmd::new("trace-summarize").arg(&path).run();
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "trace-summarize: {}:1: error: field `errors`: has 1 values where ttfts has 2: one \
+    run.stderr_is(format!(
+        "trace-summarize: {}:1: error: field `errors`: has 1 values where ttfts has 2: one \
              per request is expected\n",
-            path.display()
-        )
-    );
+        path.display()
+    ));
 }

@@ -8,7 +8,7 @@ use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 
-use crate::util::{Cmd, TestDir, bin, data};
+use crate::util::{Cmd, TestDir, bin, data, run_file, run_stdin};
 
 const FILTERS: &[(&str, &[&str])] = &[
     ("trace-validate", &[]),
@@ -68,28 +68,23 @@ fn stdin_file_and_gzip_inputs_agree() {
 fn gzip_output_by_name() {
     let dir = TestDir::new("gz-out");
     for (tool, args) in FILTERS {
-        let plain = Cmd::new(tool)
-            .args(*args)
-            .arg(data("synthetic_trace.jsonl"))
-            .run();
-        dir.cmd(tool)
-            .args(*args)
-            .arg(data("synthetic_trace.jsonl"))
-            .args(["-o", "out.jsonl.gz"])
-            .run()
-            .ok();
+        let plain = run_file(tool, args, data("synthetic_trace.jsonl"));
+        let write = |out: &str| {
+            dir.cmd(tool)
+                .args(*args)
+                .arg(data("synthetic_trace.jsonl"))
+                .args(["-o", out])
+                .run()
+                .ok();
+        };
+        write("out.jsonl.gz");
         let written = dir.read("out.jsonl.gz");
         assert_eq!(&written[..2], &[0x1f, 0x8b], "{tool} did not compress");
         assert!(
             gunzip(&written) == plain.stdout,
             "{tool}: gzip output differs"
         );
-        dir.cmd(tool)
-            .args(*args)
-            .arg(data("synthetic_trace.jsonl"))
-            .args(["-o", "out.jsonl"])
-            .run()
-            .ok();
+        write("out.jsonl");
         assert!(dir.read("out.jsonl") == plain.stdout);
     }
 }
@@ -104,12 +99,7 @@ fn several_files_are_read_in_turn() {
     let mut want = std::fs::read(&a).unwrap();
     want.extend(std::fs::read(&b).unwrap());
     assert!(run.stdout == want);
-    assert!(
-        run.stderr
-            .contains("synthetic_trace.jsonl:1: warning: field `timestamp`"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("synthetic_trace.jsonl:1: warning: field `timestamp`");
 }
 
 #[test]
@@ -129,12 +119,9 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
 
 #[test]
 fn stdin_may_be_named_once() {
-    let run = Cmd::new("trace-slice").args(["-", "-"]).stdin("").run();
+    let run = run_stdin("trace-slice", &["-", "-"], "");
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-slice: error: standard input (`-`) can be given only once\n"
-    );
+    run.stderr_is("trace-slice: error: standard input (`-`) can be given only once\n");
 }
 
 #[test]
@@ -143,10 +130,7 @@ fn a_missing_file_is_named() {
         .args(["--speed", "2", "nope.jsonl"])
         .run();
     run.code(2);
-    assert_eq!(
-        run.stderr,
-        "trace-rescale: error: nope.jsonl: no such file or directory\n"
-    );
+    run.stderr_is("trace-rescale: error: nope.jsonl: no such file or directory\n");
 }
 
 #[test]
@@ -204,58 +188,42 @@ fn no_records_at_the_end_is_said_with_what_to_give() {
         let run = Cmd::new(tool).stdin("").run();
         run.code(0);
         assert_eq!(run.stdout_str(), "");
-        assert_eq!(run.stderr, format!("{tool}: {empty}\n"));
+        run.stderr_is(format!("{tool}: {empty}\n"));
     }
-    let run = Cmd::new("trace-replay")
-        .args(["--sim", "--quiet"])
-        .stdin("")
-        .run();
+    let run = run_stdin("trace-replay", &["--sim", "--quiet"], "");
     run.code(0);
     assert_eq!(run.stdout_str(), "");
-    assert!(
-        run.stderr.ends_with(
-            "trace-replay: warning: no requests replayed: the input has no records (or \
-             --skip-invalid skipped them all); give a trace, one JSON object per line \
-             (trace-convert makes one from logs)\n"
-        ),
-        "{}",
-        run.stderr
+    run.stderr_ends(
+        "trace-replay: warning: no requests replayed: the input has no records (or \
+         --skip-invalid skipped them all); give a trace, one JSON object per line \
+         (trace-convert makes one from logs)\n",
     );
     // A window past the end of the trace.
-    let run = Cmd::new("trace-slice")
-        .args(["--from", "100h"])
-        .arg(data("sessions.jsonl"))
-        .run();
-    run.code(0);
-    assert_eq!(
-        run.stderr,
-        "trace-slice: warning: 0 records written of 60 read: none was selected; check the \
-         selection against the trace (trace-validate --report shows its span and sessions)\n"
-    );
+    run_file("trace-slice", &["--from", "100h"], data("sessions.jsonl"))
+        .code(0)
+        .stderr_is(
+            "trace-slice: warning: 0 records written of 60 read: none was selected; check the \
+             selection against the trace (trace-validate --report shows its span and sessions)\n",
+        );
     // Langfuse traces without their observations.
-    let run = Cmd::new("trace-convert")
-        .arg(data("convert/traces_api_response.constructed.json"))
-        .run();
-    run.code(0);
-    assert!(
-        run.stderr.ends_with(
+    let langfuse = data("convert/traces_api_response.constructed.json");
+    run_file("trace-convert", &[], langfuse)
+        .code(0)
+        .stderr_ends(
             "trace-convert: warning: 0 records written: the input holds 3 Langfuse traces but \
              no observations; give the observations too (their GENERATION observations are \
-             the requests)\n"
-        ),
-        "{}",
-        run.stderr
-    );
+             the requests)\n",
+        );
     // A --from that reads nothing in the input.
-    let run = Cmd::new("trace-convert")
-        .args(["--from", "langfuse"])
-        .arg(data("sessions.jsonl"))
-        .run();
-    run.code(0);
-    assert_eq!(
-        run.stderr,
+    run_file(
+        "trace-convert",
+        &["--from", "langfuse"],
+        data("sessions.jsonl"),
+    )
+    .code(0)
+    .stderr_is(
         "trace-convert: note: 0 records read, 0 written; 0 sessions; time span 0 s\n\
          trace-convert: warning: 0 records written: nothing in the input reads as langfuse \
-         records; check --from (without it the format is recognised from the content)\n"
+         records; check --from (without it the format is recognised from the content)\n",
     );
 }

@@ -401,3 +401,51 @@ pub fn assert_exit(out: &std::process::Output, want: i32) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+impl Run {
+    /// Stderr ends with `want`.
+    #[track_caller]
+    pub fn stderr_ends(&self, want: &str) -> &Run {
+        let ends = self.stderr.ends_with(want);
+        assert!(
+            ends,
+            "\n{}\nstderr does not end with {want:?}\n--- stderr ---\n{}",
+            self.desc, self.stderr
+        );
+        self
+    }
+
+    /// Stdout's lines are `want`.
+    #[track_caller]
+    pub fn lines_are<S: AsRef<str>>(&self, want: &[S]) -> &Run {
+        let want: Vec<&str> = want.iter().map(AsRef::as_ref).collect();
+        assert_eq!(self.lines(), want, "\n{}", self.desc);
+        self
+    }
+}
+
+impl TestDir {
+    /// `tool args…`, run in this directory.
+    pub fn run(&self, tool: &str, args: &[&str]) -> Run {
+        self.cmd(tool).args(args).run()
+    }
+
+    /// A copy of `tests/data/<src>` in this directory, as `name`.
+    pub fn copy_data(&self, name: &str, src: &str) -> PathBuf {
+        self.write(name, std::fs::read(data(src)).unwrap())
+    }
+}
+
+/// Each record's values at `fields` (names apart by spaces; a nested one
+/// as `observed.e2e_ms`), as one JSON array a record; null where absent.
+pub fn columns(records: &[serde_json::Value], fields: &str) -> Vec<serde_json::Value> {
+    let at = |r, f: &str| {
+        f.split('.')
+            .fold(r, |v: &serde_json::Value, k| &v[k])
+            .clone()
+    };
+    records
+        .iter()
+        .map(|r| fields.split_whitespace().map(|f| at(r, f)).collect())
+        .collect()
+}
