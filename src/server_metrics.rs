@@ -288,11 +288,32 @@ pub struct Known {
     pub figure: &'static str,
 }
 
-const fn known(name: &'static str, kind: Kind, combine: Combine, figure: &'static str) -> Known {
+/// A level, its series added up (requests running, waiting).
+const fn level(name: &'static str, figure: &'static str) -> Known {
     Known {
         name,
-        kind,
-        combine,
+        kind: Gauge,
+        combine: Sum,
+        figure,
+    }
+}
+
+/// A share, 0 to 1, the mean of its series (cache usage, hit rates).
+const fn share(name: &'static str, figure: &'static str) -> Known {
+    Known {
+        name,
+        kind: Gauge,
+        combine: Mean,
+        figure,
+    }
+}
+
+/// A running total, its series added up.
+const fn total(name: &'static str, figure: &'static str) -> Known {
+    Known {
+        name,
+        kind: Counter,
+        combine: Sum,
         figure,
     }
 }
@@ -303,82 +324,33 @@ use Kind::{Counter, Gauge};
 /// The serving engines' metrics the server section reports: vLLM's
 /// (vllm/v1/metrics/loggers.py; `gpu_*` names are older releases'),
 /// SGLang's (python/sglang/srt/metrics/collector.py) and llama.cpp's
-/// (tools/server/server.cpp, with `--metrics`).
+/// (tools/server/server.cpp, with `--metrics`). The order is the report's
+/// (and a [`Scrape`]'s indexes point into it).
 pub const KNOWN: &[Known] = &[
-    known("vllm:num_requests_running", Gauge, Sum, "running"),
-    known("vllm:num_requests_waiting", Gauge, Sum, "waiting"),
-    known("vllm:kv_cache_usage_perc", Gauge, Mean, "kv_cache_usage"),
-    known("vllm:gpu_cache_usage_perc", Gauge, Mean, "kv_cache_usage"),
-    known(
-        "vllm:gpu_prefix_cache_hit_rate",
-        Gauge,
-        Mean,
-        "prefix_cache_hit_rate",
-    ),
-    known("vllm:num_preemptions_total", Counter, Sum, "preemptions"),
-    known("vllm:prompt_tokens_total", Counter, Sum, "prompt_tokens"),
-    known(
-        "vllm:generation_tokens_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
-    known(
-        "vllm:prefix_cache_queries_total",
-        Counter,
-        Sum,
-        "prefix_cache_queries",
-    ),
-    known(
-        "vllm:prefix_cache_hits_total",
-        Counter,
-        Sum,
-        "prefix_cache_hits",
-    ),
-    known("vllm:request_success_total", Counter, Sum, "requests"),
-    known("sglang:num_running_reqs", Gauge, Sum, "running"),
-    known("sglang:num_queue_reqs", Gauge, Sum, "waiting"),
-    known("sglang:token_usage", Gauge, Mean, "kv_cache_usage"),
-    known(
-        "sglang:cache_hit_rate",
-        Gauge,
-        Mean,
-        "prefix_cache_hit_rate",
-    ),
-    known("sglang:prompt_tokens_total", Counter, Sum, "prompt_tokens"),
-    known(
-        "sglang:generation_tokens_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
-    known(
-        "sglang:cached_tokens_total",
-        Counter,
-        Sum,
-        "prefix_cache_hits",
-    ),
-    known("sglang:num_requests_total", Counter, Sum, "requests"),
-    known("llamacpp:requests_processing", Gauge, Sum, "running"),
-    known("llamacpp:requests_deferred", Gauge, Sum, "waiting"),
-    known(
-        "llamacpp:kv_cache_usage_ratio",
-        Gauge,
-        Mean,
-        "kv_cache_usage",
-    ),
-    known(
-        "llamacpp:prompt_tokens_total",
-        Counter,
-        Sum,
-        "prompt_tokens",
-    ),
-    known(
-        "llamacpp:tokens_predicted_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
+    level("vllm:num_requests_running", "running"),
+    level("vllm:num_requests_waiting", "waiting"),
+    share("vllm:kv_cache_usage_perc", "kv_cache_usage"),
+    share("vllm:gpu_cache_usage_perc", "kv_cache_usage"),
+    share("vllm:gpu_prefix_cache_hit_rate", "prefix_cache_hit_rate"),
+    total("vllm:num_preemptions_total", "preemptions"),
+    total("vllm:prompt_tokens_total", "prompt_tokens"),
+    total("vllm:generation_tokens_total", "generation_tokens"),
+    total("vllm:prefix_cache_queries_total", "prefix_cache_queries"),
+    total("vllm:prefix_cache_hits_total", "prefix_cache_hits"),
+    total("vllm:request_success_total", "requests"),
+    level("sglang:num_running_reqs", "running"),
+    level("sglang:num_queue_reqs", "waiting"),
+    share("sglang:token_usage", "kv_cache_usage"),
+    share("sglang:cache_hit_rate", "prefix_cache_hit_rate"),
+    total("sglang:prompt_tokens_total", "prompt_tokens"),
+    total("sglang:generation_tokens_total", "generation_tokens"),
+    total("sglang:cached_tokens_total", "prefix_cache_hits"),
+    total("sglang:num_requests_total", "requests"),
+    level("llamacpp:requests_processing", "running"),
+    level("llamacpp:requests_deferred", "waiting"),
+    share("llamacpp:kv_cache_usage_ratio", "kv_cache_usage"),
+    total("llamacpp:prompt_tokens_total", "prompt_tokens"),
+    total("llamacpp:tokens_predicted_total", "generation_tokens"),
 ];
 
 /// The recognised metric of this name.
