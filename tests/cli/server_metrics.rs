@@ -561,41 +561,32 @@ fn summarize_names_a_bad_scrape_line() {
 fn summarize_prints_the_server_windows() {
     let dir = TestDir::new("summarize-metrics-window-table");
     let m = dir.write("m.ndjson", SCRAPES);
-    let run = Cmd::new("trace-summarize")
-        .args(["--window", "2s", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
-    run.ok();
-    let text = run.stdout_str();
-    let server = &text[text.find("\nserver (").expect("a server section")..];
-    crate::util::assert_text_eq(
-        "\nserver (4 scrapes)\n\
-         gauge    metric                     mean  p99  max\n\
-         running  vllm:num_requests_running   1.5    4    4\n\
-         \n\
-         counter        metric                    increase  per s\n\
-         prompt_tokens  vllm:prompt_tokens_total      6000   2000\n\
-         \n\
-         start_s  running mean  prompt_tokens/s\n      \
-               0             2             3000\n      \
-               2             1             1500\n",
-        server,
-    );
-    let run = Cmd::new("trace-summarize")
-        .args(["--format", "markdown", "--window", "2s", "--metrics"])
-        .arg(&m)
-        .arg(data("results/small.ndjson"))
-        .run();
-    run.ok();
-    let text = run.stdout_str();
-    // The last table: the requests' windows come before.
-    let windows = &text[text.rfind("| start_s").expect("the server's windows")..];
-    crate::util::assert_text_eq(
-        "| start_s | running mean | prompt_tokens/s |\n\
-         | ------: | -----------: | --------------: |\n\
-         |       0 |            2 |            3000 |\n\
-         |       2 |            1 |            1500 |\n",
-        windows,
-    );
+    // The last table of each form: the requests' windows come before.
+    for (format, last, table) in [
+        (
+            "table",
+            "start_s  ",
+            "start_s  running mean  prompt_tokens/s\n      \
+                   0             2             3000\n      \
+                   2             1             1500\n",
+        ),
+        (
+            "markdown",
+            "| start_s",
+            "| start_s | running mean | prompt_tokens/s |\n\
+             | ------: | -----------: | --------------: |\n\
+             |       0 |            2 |            3000 |\n\
+             |       2 |            1 |            1500 |\n",
+        ),
+    ] {
+        let run = Cmd::new("trace-summarize")
+            .args(["--format", format, "--window", "2s", "--metrics"])
+            .arg(&m)
+            .arg(data("results/small.ndjson"))
+            .run();
+        run.ok();
+        let text = run.stdout_str();
+        let at = text.rfind(last).expect("the server's windows");
+        crate::util::assert_text_eq(table, &text[at..]);
+    }
 }
