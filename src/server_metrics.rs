@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// One sample of a scrape: `name{labels} value`.
@@ -288,11 +289,32 @@ pub struct Known {
     pub figure: &'static str,
 }
 
-const fn known(name: &'static str, kind: Kind, combine: Combine, figure: &'static str) -> Known {
+/// A level, its series added up (requests running, waiting).
+const fn level(name: &'static str, figure: &'static str) -> Known {
     Known {
         name,
-        kind,
-        combine,
+        kind: Gauge,
+        combine: Sum,
+        figure,
+    }
+}
+
+/// A share, 0 to 1, the mean of its series (cache usage, hit rates).
+const fn share(name: &'static str, figure: &'static str) -> Known {
+    Known {
+        name,
+        kind: Gauge,
+        combine: Mean,
+        figure,
+    }
+}
+
+/// A running total, its series added up.
+const fn total(name: &'static str, figure: &'static str) -> Known {
+    Known {
+        name,
+        kind: Counter,
+        combine: Sum,
         figure,
     }
 }
@@ -303,82 +325,33 @@ use Kind::{Counter, Gauge};
 /// The serving engines' metrics the server section reports: vLLM's
 /// (vllm/v1/metrics/loggers.py; `gpu_*` names are older releases'),
 /// SGLang's (python/sglang/srt/metrics/collector.py) and llama.cpp's
-/// (tools/server/server.cpp, with `--metrics`).
+/// (tools/server/server.cpp, with `--metrics`). The order is the report's
+/// (and a [`Scrape`]'s indexes point into it).
 pub const KNOWN: &[Known] = &[
-    known("vllm:num_requests_running", Gauge, Sum, "running"),
-    known("vllm:num_requests_waiting", Gauge, Sum, "waiting"),
-    known("vllm:kv_cache_usage_perc", Gauge, Mean, "kv_cache_usage"),
-    known("vllm:gpu_cache_usage_perc", Gauge, Mean, "kv_cache_usage"),
-    known(
-        "vllm:gpu_prefix_cache_hit_rate",
-        Gauge,
-        Mean,
-        "prefix_cache_hit_rate",
-    ),
-    known("vllm:num_preemptions_total", Counter, Sum, "preemptions"),
-    known("vllm:prompt_tokens_total", Counter, Sum, "prompt_tokens"),
-    known(
-        "vllm:generation_tokens_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
-    known(
-        "vllm:prefix_cache_queries_total",
-        Counter,
-        Sum,
-        "prefix_cache_queries",
-    ),
-    known(
-        "vllm:prefix_cache_hits_total",
-        Counter,
-        Sum,
-        "prefix_cache_hits",
-    ),
-    known("vllm:request_success_total", Counter, Sum, "requests"),
-    known("sglang:num_running_reqs", Gauge, Sum, "running"),
-    known("sglang:num_queue_reqs", Gauge, Sum, "waiting"),
-    known("sglang:token_usage", Gauge, Mean, "kv_cache_usage"),
-    known(
-        "sglang:cache_hit_rate",
-        Gauge,
-        Mean,
-        "prefix_cache_hit_rate",
-    ),
-    known("sglang:prompt_tokens_total", Counter, Sum, "prompt_tokens"),
-    known(
-        "sglang:generation_tokens_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
-    known(
-        "sglang:cached_tokens_total",
-        Counter,
-        Sum,
-        "prefix_cache_hits",
-    ),
-    known("sglang:num_requests_total", Counter, Sum, "requests"),
-    known("llamacpp:requests_processing", Gauge, Sum, "running"),
-    known("llamacpp:requests_deferred", Gauge, Sum, "waiting"),
-    known(
-        "llamacpp:kv_cache_usage_ratio",
-        Gauge,
-        Mean,
-        "kv_cache_usage",
-    ),
-    known(
-        "llamacpp:prompt_tokens_total",
-        Counter,
-        Sum,
-        "prompt_tokens",
-    ),
-    known(
-        "llamacpp:tokens_predicted_total",
-        Counter,
-        Sum,
-        "generation_tokens",
-    ),
+    level("vllm:num_requests_running", "running"),
+    level("vllm:num_requests_waiting", "waiting"),
+    share("vllm:kv_cache_usage_perc", "kv_cache_usage"),
+    share("vllm:gpu_cache_usage_perc", "kv_cache_usage"),
+    share("vllm:gpu_prefix_cache_hit_rate", "prefix_cache_hit_rate"),
+    total("vllm:num_preemptions_total", "preemptions"),
+    total("vllm:prompt_tokens_total", "prompt_tokens"),
+    total("vllm:generation_tokens_total", "generation_tokens"),
+    total("vllm:prefix_cache_queries_total", "prefix_cache_queries"),
+    total("vllm:prefix_cache_hits_total", "prefix_cache_hits"),
+    total("vllm:request_success_total", "requests"),
+    level("sglang:num_running_reqs", "running"),
+    level("sglang:num_queue_reqs", "waiting"),
+    share("sglang:token_usage", "kv_cache_usage"),
+    share("sglang:cache_hit_rate", "prefix_cache_hit_rate"),
+    total("sglang:prompt_tokens_total", "prompt_tokens"),
+    total("sglang:generation_tokens_total", "generation_tokens"),
+    total("sglang:cached_tokens_total", "prefix_cache_hits"),
+    total("sglang:num_requests_total", "requests"),
+    level("llamacpp:requests_processing", "running"),
+    level("llamacpp:requests_deferred", "waiting"),
+    share("llamacpp:kv_cache_usage_ratio", "kv_cache_usage"),
+    total("llamacpp:prompt_tokens_total", "prompt_tokens"),
+    total("llamacpp:tokens_predicted_total", "generation_tokens"),
 ];
 
 /// The recognised metric of this name.
@@ -439,23 +412,25 @@ pub fn read_scrape(line: &str) -> Result<Scrape, String> {
 }
 
 /// Mean, p99 and max of a gauge over scrapes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GaugeFigures {
     pub mean: f64,
     pub p99: f64,
     pub max: f64,
+    #[serde(skip)]
     pub scrapes: usize,
 }
 
 /// A counter's increase and rate between its first and last scrape.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CounterFigures {
     pub increase: f64,
     pub per_s: f64,
 }
 
-/// The figures of one metric.
-#[derive(Debug, Clone, PartialEq)]
+/// The figures of one metric (in the report, the fields of either).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Figures {
     Gauge(GaugeFigures),
     Counter(CounterFigures),
@@ -547,37 +522,8 @@ pub fn read_file(path: &std::path::Path) -> crate::error::Result<Vec<Scrape>> {
     Ok(out)
 }
 
-/// Figures as a report's server section holds them, one object per
-/// figure (`running`, `kv_cache_usage`, ...): a gauge's mean, p99 and
-/// max, a counter's increase and rate, and with `with_metric` the name it
-/// was read from.
-pub fn figures_json(
-    figures: &[(&'static Known, Figures)],
-    with_metric: bool,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (k, f) in figures {
-        // Two names of one figure (an engine's older name beside its new
-        // one): the first recognised wins.
-        if m.contains_key(k.figure) {
-            continue;
-        }
-        let mut v = match f {
-            Figures::Gauge(g) => {
-                serde_json::json!({"mean": g.mean, "p99": g.p99, "max": g.max})
-            }
-            Figures::Counter(c) => serde_json::json!({"increase": c.increase, "per_s": c.per_s}),
-        };
-        if with_metric {
-            v["metric"] = Value::from(k.name);
-        }
-        m.insert(k.figure.to_string(), v);
-    }
-    m
-}
-
 /// A gauge's mean and max over a run's scrapes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Level {
     pub mean: f64,
     pub max: f64,
@@ -586,8 +532,10 @@ pub struct Level {
 /// What the server was doing during one run, from its scrapes: the
 /// figures a capacity sweep sets beside each run's row. `None` where the
 /// server exposes no such metric (or, for a counter, fewer than two
-/// scrapes had it).
-#[derive(Debug, Clone, PartialEq)]
+/// scrapes had it). Serialized: `{"scrapes": N, "running": {"mean",
+/// "max"}, "waiting": …, "kv_cache_usage": …, "prefix_cache_hit_rate": F,
+/// "preemptions": N}`, null for a figure the scrapes do not have.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunFigures {
     pub scrapes: usize,
     pub running: Option<Level>,
@@ -602,13 +550,8 @@ pub struct RunFigures {
     pub preemptions: Option<f64>,
 }
 
-/// A number for JSON; null for none (or one JSON cannot hold).
-fn json_number(x: Option<f64>) -> Value {
-    x.and_then(serde_json::Number::from_f64)
-        .map_or(Value::Null, Value::Number)
-}
-
-/// The flat columns of [`RunFigures`], as CSV and spreadsheets name them.
+/// The flat columns of [`RunFigures`], as CSV and spreadsheets name them:
+/// paths into its serialization.
 pub const RUN_COLUMNS: [&str; 9] = [
     "scrapes",
     "running.mean",
@@ -656,45 +599,14 @@ impl RunFigures {
         }
     }
 
-    /// The values of [`RUN_COLUMNS`], in order: null where there is none.
+    /// The values of [`RUN_COLUMNS`], in order, from its serialization:
+    /// null where there is none.
     pub fn columns(&self) -> [Value; 9] {
-        let mean = |l: Option<Level>| l.map(|l| l.mean);
-        let max = |l: Option<Level>| l.map(|l| l.max);
-        let figures = [
-            mean(self.running),
-            max(self.running),
-            mean(self.waiting),
-            max(self.waiting),
-            mean(self.kv_cache_usage),
-            max(self.kv_cache_usage),
-            self.prefix_cache_hit_rate,
-            self.preemptions,
-        ];
-        let mut out: [Value; 9] = Default::default();
-        out[0] = Value::from(self.scrapes);
-        for (cell, x) in out[1..].iter_mut().zip(figures) {
-            *cell = json_number(x);
-        }
-        out
-    }
-
-    /// `{"scrapes": N, "running": {"mean", "max"}, "waiting": …,
-    /// "kv_cache_usage": …, "prefix_cache_hit_rate": F, "preemptions": N}`,
-    /// null for a figure the scrapes do not have.
-    pub fn to_json(&self) -> Value {
-        let level = |l: Option<Level>| {
-            l.map_or(
-                Value::Null,
-                |l| serde_json::json!({"mean": l.mean, "max": l.max}),
-            )
-        };
-        serde_json::json!({
-            "scrapes": self.scrapes,
-            "running": level(self.running),
-            "waiting": level(self.waiting),
-            "kv_cache_usage": level(self.kv_cache_usage),
-            "prefix_cache_hit_rate": json_number(self.prefix_cache_hit_rate),
-            "preemptions": json_number(self.preemptions),
+        let v = serde_json::to_value(self).expect("figures serialize");
+        RUN_COLUMNS.map(|path| {
+            v.pointer(&format!("/{}", path.replace('.', "/")))
+                .cloned()
+                .unwrap_or(Value::Null)
         })
     }
 }
@@ -870,7 +782,7 @@ mod tests {
         ]);
         let f = RunFigures::of(&s);
         assert_eq!(
-            f.to_json(),
+            serde_json::to_value(&f).unwrap(),
             serde_json::json!({
                 "scrapes": 3,
                 "running": {"mean": 2.0, "max": 4.0},
@@ -925,7 +837,7 @@ mod tests {
         // No scrape: every figure null, in every column.
         let none = RunFigures::of(&[]);
         assert_eq!(
-            none.to_json(),
+            serde_json::to_value(&none).unwrap(),
             serde_json::json!({"scrapes": 0, "running": null, "waiting": null,
                 "kv_cache_usage": null, "prefix_cache_hit_rate": null, "preemptions": null})
         );

@@ -21,7 +21,7 @@ use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMe
 use crate::peers::Results;
 use crate::record::{self, Kind, Record};
 pub use crate::report::Format;
-use crate::report::{self, Report, ReportOptions, Style};
+use crate::report::{self, Report, ReportOptions, ServerSection, Style};
 use crate::result::{ResultView, Status};
 use crate::xlsx::Cell;
 
@@ -401,15 +401,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
 
-    let overall_report = Report::of(&overall, &report_opts);
-    let mut overall_json = overall_report.to_value();
+    let mut overall_report = Report::of(&overall, &report_opts);
     let mut scrapes = Vec::new();
     if let Some(path) = &args.metrics {
         scrapes = server::read(path)?;
-        if let Value::Object(m) = &mut overall_json {
-            m.insert("server".into(), server::to_json(&scrapes, args.window));
-        }
+        overall_report.server = Some(ServerSection::of(&scrapes, args.window));
     }
+    let overall_json = overall_report.to_value();
     let group_reports: Vec<(String, Report)> = groups
         .iter()
         .map(|(k, a)| (k.clone(), Report::of(a, &report_opts)))
@@ -428,7 +426,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let mut summary = String::new();
         if plot::is_html(path) {
             summary = text_report(args, &reports, &report_opts, Style::Markdown);
-            if let Some(server) = overall_json.get("server") {
+            if let Some(server) = &overall_report.server {
                 summary.push_str(&server::to_text(server, true));
             }
         }
@@ -441,8 +439,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         )?;
     }
     let mut text = render(args, &reports, &report_opts);
-    if let (Some(server), Format::Table | Format::Markdown) =
-        (overall_json.get("server"), args.format)
+    if let (Some(server), Format::Table | Format::Markdown) = (&overall_report.server, args.format)
     {
         text.push_str(&server::to_text(server, args.format == Format::Markdown));
     }
@@ -612,7 +609,7 @@ fn nothing_measured(a: &Aggregate) -> Option<String> {
 }
 
 /// The run's reports: typed for the text forms, as JSON values for the
-/// JSON and CSV forms (which carry the server section too).
+/// JSON and CSV forms (their serialization).
 struct Reports<'a> {
     overall: &'a Report,
     groups: &'a [(String, Report)],

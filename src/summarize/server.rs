@@ -2,85 +2,32 @@
 //! (`--metrics-out`). Only the metrics [`crate::server_metrics::KNOWN`]
 //! names are summarized; the others stay in the file.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::plot;
 use crate::error::Result;
-use crate::report::{Style, columns};
-use crate::server_metrics::{self, Scrape, figures_json};
+use crate::report::{ServerFigure, ServerSection, ServerWindow, Style, columns};
+use crate::server_metrics::{self, Figures, Scrape};
 
 /// Every scrape of the file, in order.
 pub fn read(path: &std::path::Path) -> Result<Vec<Scrape>> {
     server_metrics::read_file(path)
 }
 
-/// The `server` object of the JSON report: `scrapes`, one object per
-/// recognised figure, and with a window width, `windows`.
-pub fn to_json(scrapes: &[Scrape], window_ms: Option<f64>) -> Value {
-    let mut m = Map::new();
-    m.insert("scrapes".into(), Value::from(scrapes.len()));
-    let all = server_metrics::figures(scrapes, f64::NEG_INFINITY, f64::INFINITY);
-    m.extend(figures_json(&all, true));
-    if let Some(w) = window_ms {
-        let last = scrapes.iter().map(|s| s.t_ms).fold(0.0, f64::max);
-        let count = (last / w).floor() as usize + 1;
-        let series: Vec<Value> = (0..count)
-            .map(|i| {
-                let from = i as f64 * w;
-                // A counter's rate in a window runs from the last scrape
-                // before it to its last scrape inside, so that no increase
-                // falls between windows.
-                let before = scrapes.iter().rposition(|s| s.t_ms < from);
-                let first = if i == 0 { f64::NEG_INFINITY } else { from };
-                let mut win: Vec<Scrape> = Vec::new();
-                if i > 0
-                    && let Some(b) = before
-                {
-                    let mut opening = scrapes[b].clone();
-                    // A gauge's level before the window is not in it.
-                    opening.values.retain(|(j, _)| {
-                        server_metrics::KNOWN[*j].kind == server_metrics::Kind::Counter
-                    });
-                    win.push(opening);
-                }
-                win.extend(
-                    scrapes
-                        .iter()
-                        .filter(|s| s.t_ms >= first && s.t_ms < from + w)
-                        .cloned(),
-                );
-                let mut o = Map::new();
-                o.insert("start_s".into(), Value::from(from / 1000.0));
-                o.extend(figures_json(
-                    &server_metrics::figures(&win, f64::NEG_INFINITY, f64::INFINITY),
-                    false,
-                ));
-                Value::Object(o)
-            })
-            .collect();
-        m.insert("windows".into(), Value::Array(series));
-    }
-    Value::Object(m)
-}
-
 /// A number as the report prints it.
-fn num(v: &Value) -> String {
-    crate::report::num(v, 3)
+fn num(x: f64) -> String {
+    crate::report::number(Some(x), 3)
 }
 
 /// The server section of the table and Markdown reports.
-pub fn to_text(server: &Value, markdown: bool) -> String {
-    let Some(m) = server.as_object() else {
-        return String::new();
-    };
-    let scrapes = m.get("scrapes").and_then(Value::as_u64).unwrap_or(0);
+pub fn to_text(server: &ServerSection, markdown: bool) -> String {
     let style = if markdown {
         Style::Markdown
     } else {
         Style::Plain
     };
     let mut s = String::from("\n");
-    let title = format!("server ({scrapes} scrapes)");
+    let title = format!("server ({} scrapes)", server.scrapes);
     if markdown {
         s.push_str(&format!("**{title}**\n\n"));
     } else {
@@ -88,25 +35,20 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
     }
     let mut gauges = Vec::new();
     let mut counters = Vec::new();
-    for (figure, v) in m {
-        let Some(metric) = v.get("metric").and_then(Value::as_str) else {
+    for (figure, f) in server.figures.iter() {
+        let Some(metric) = f.metric else {
             continue;
         };
-        if v.get("mean").is_some() {
-            gauges.push(vec![
-                figure.clone(),
-                metric.to_string(),
-                num(&v["mean"]),
-                num(&v["p99"]),
-                num(&v["max"]),
-            ]);
-        } else {
-            counters.push(vec![
-                figure.clone(),
-                metric.to_string(),
-                num(&v["increase"]),
-                num(&v["per_s"]),
-            ]);
+        let mut row = vec![figure.to_string(), metric.to_string()];
+        match &f.figures {
+            Figures::Gauge(g) => {
+                row.extend([num(g.mean), num(g.p99), num(g.max)]);
+                gauges.push(row);
+            }
+            Figures::Counter(c) => {
+                row.extend([num(c.increase), num(c.per_s)]);
+                counters.push(row);
+            }
         }
     }
     if gauges.is_empty() && counters.is_empty() {
@@ -133,19 +75,25 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
             2,
         ));
     }
-    if let Some(series) = m.get("windows").and_then(Value::as_array) {
+    if let Some(series) = &server.windows {
         // One column per figure any window has; gauges by their mean.
-        let mut cols: Vec<String> = Vec::new();
+        let mut cols: Vec<&str> = Vec::new();
         for w in series {
-            for (k, v) in w.as_object().into_iter().flatten() {
-                if k != "start_s" && v.is_object() && !cols.contains(k) {
-                    cols.push(k.clone());
+            for (k, _) in w.figures.iter() {
+                if !cols.contains(&k) {
+                    cols.push(k);
                 }
             }
         }
+        let is_counter = |w: &ServerWindow, c: &str| {
+            matches!(
+                w.figures.get(c).map(|f| &f.figures),
+                Some(Figures::Counter(_))
+            )
+        };
         let mut header = vec!["start_s".to_string()];
         header.extend(cols.iter().map(|c| {
-            if series.iter().any(|w| w[c].get("per_s").is_some()) {
+            if series.iter().any(|w| is_counter(w, c)) {
                 format!("{c}/s")
             } else {
                 format!("{c} mean")
@@ -154,13 +102,9 @@ pub fn to_text(server: &Value, markdown: bool) -> String {
         let rows: Vec<Vec<String>> = series
             .iter()
             .map(|w| {
-                let mut r = vec![num(&w["start_s"])];
+                let mut r = vec![num(w.start_s)];
                 r.extend(cols.iter().map(|c| {
-                    let v = &w[c];
-                    num(v
-                        .get("per_s")
-                        .or_else(|| v.get("mean"))
-                        .unwrap_or(&Value::Null))
+                    crate::report::number(w.figures.get(c).map(ServerFigure::headline), 3)
                 }));
                 r
             })
@@ -386,6 +330,59 @@ mod tests {
                 "server prefix-cache hit rate".to_string(),
                 vec![(0.0, 50.0)]
             )]
+        );
+    }
+
+    #[test]
+    fn the_section_in_text_reads_the_figures() {
+        let scrapes = [
+            scrape(
+                0.0,
+                &[
+                    ("vllm:num_requests_running", 1.0),
+                    ("vllm:kv_cache_usage_perc", 0.5),
+                    ("vllm:prompt_tokens_total", 100.0),
+                ],
+            ),
+            scrape(
+                1500.0,
+                &[
+                    ("vllm:num_requests_running", 3.0),
+                    ("vllm:kv_cache_usage_perc", 0.25),
+                    ("vllm:prompt_tokens_total", 400.0),
+                ],
+            ),
+        ];
+        // Windows of 1 s: the counter has a rate in the second only; a
+        // figure a window lacks is `-`.
+        let text = to_text(&ServerSection::of(&scrapes, Some(1000.0)), false);
+        assert_eq!(
+            text,
+            "\nserver (2 scrapes)\n\
+             gauge           metric                      mean  p99  max\n\
+             running         vllm:num_requests_running      2    3    3\n\
+             kv_cache_usage  vllm:kv_cache_usage_perc   0.375  0.5  0.5\n\
+             \n\
+             counter        metric                    increase  per s\n\
+             prompt_tokens  vllm:prompt_tokens_total       300    200\n\
+             \n\
+             start_s  running mean  kv_cache_usage mean  prompt_tokens/s\n      \
+                   0             1                  0.5                -\n      \
+                   1             3                 0.25              200\n"
+        );
+        let md = to_text(&ServerSection::of(&scrapes[..1], None), true);
+        assert_eq!(
+            md,
+            "\n**server (1 scrapes)**\n\n\
+             | gauge          | metric                    | mean | p99 | max |\n\
+             | -------------- | ------------------------- | ---: | --: | --: |\n\
+             | running        | vllm:num_requests_running |    1 |   1 |   1 |\n\
+             | kv_cache_usage | vllm:kv_cache_usage_perc  |  0.5 | 0.5 | 0.5 |\n"
+        );
+        let none = to_text(&ServerSection::of(&[], None), false);
+        assert_eq!(
+            none,
+            "\nserver (0 scrapes)\nno metric of vLLM, SGLang or llama.cpp in the scrapes\n"
         );
     }
 }

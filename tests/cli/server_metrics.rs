@@ -492,3 +492,39 @@ fn summarize_names_a_bad_scrape_line() {
         m.display()
     ));
 }
+
+/// With --window, the table and Markdown reports end with the server's
+/// windows (see SCRAPES): a gauge by its mean, a counter by its rate.
+#[test]
+fn summarize_prints_the_server_windows() {
+    let dir = TestDir::new("summarize-metrics-window-table");
+    let m = dir.write("m.ndjson", SCRAPES);
+    // The last table of each form: the requests' windows come before.
+    for (format, last, table) in [
+        (
+            "table",
+            "start_s  ",
+            "start_s  running mean  prompt_tokens/s\n      \
+                   0             2             3000\n      \
+                   2             1             1500\n",
+        ),
+        (
+            "markdown",
+            "| start_s",
+            "| start_s | running mean | prompt_tokens/s |\n\
+             | ------: | -----------: | --------------: |\n\
+             |       0 |            2 |            3000 |\n\
+             |       2 |            1 |            1500 |\n",
+        ),
+    ] {
+        let run = Cmd::new("trace-summarize")
+            .args(["--format", format, "--window", "2s", "--metrics"])
+            .arg(&m)
+            .arg(data("results/small.ndjson"))
+            .run();
+        run.ok();
+        let text = run.stdout_str();
+        let at = text.rfind(last).expect("the server's windows");
+        crate::util::assert_text_eq(table, &text[at..]);
+    }
+}
