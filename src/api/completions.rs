@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Given, Piece, Prompt};
+use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, choices};
 use crate::error::FieldError;
 
 pub struct Completions;
@@ -48,13 +48,29 @@ impl Api for Completions {
         }
     }
 
-    fn answer(&self, text: &str) -> (&'static str, Value) {
-        (
-            "text_completion",
-            json!({"index": 0, "text": text, "finish_reason": "length"}),
-        )
+    fn generation(&self) -> Option<&'static dyn Generation> {
+        Some(&Completions)
     }
 
+    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
+        choices::read(bytes)
+    }
+
+    fn no_results(&self) -> &'static str {
+        "no choices in the answer"
+    }
+
+    fn stream_end(&self) -> &'static [u8] {
+        b"[DONE]"
+    }
+
+    fn answer(&self, reply: &Reply) -> Value {
+        let choice = json!({"index": 0, "text": reply.text, "finish_reason": "length"});
+        choices::answer("text_completion", choice, reply)
+    }
+}
+
+impl Generation for Completions {
     fn chunk_object(&self) -> &'static str {
         "text_completion"
     }
