@@ -55,6 +55,8 @@ endpoints! {
     Completions => completions::Completions,
     /// `/v1/chat/completions`: `messages`.
     Chat => chat::Chat,
+    /// `/v1/embeddings`: an `input`; whole answers, nothing generated.
+    Embeddings => embeddings::Embeddings,
 }
 
 impl Endpoint {
