@@ -62,18 +62,7 @@ impl Api for Embeddings {
 
     /// A string, or an array of token ids and strings.
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
-        match body.get("input")? {
-            Value::String(s) => Some(vec![Piece::Text(s)]),
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::Number(n) => n.as_u64().map(Piece::Token),
-                    Value::String(s) => Some(Piece::Text(s)),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        }
+        super::text_or_tokens(body.get("input")?)
     }
 
     /// vLLM's answer: a vector of the prompt (`seed`), and `usage` with

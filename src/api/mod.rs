@@ -232,6 +232,23 @@ impl Prompt<'_> {
     }
 }
 
+/// A prompt a server reads as a string, or an array of token ids and
+/// strings (completions' `prompt`, embeddings' `input`).
+fn text_or_tokens(v: &Value) -> Option<Vec<Piece<'_>>> {
+    match v {
+        Value::String(s) => Some(vec![Piece::Text(s)]),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Number(n) => n.as_u64().map(Piece::Token),
+                Value::String(s) => Some(Piece::Text(s)),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 /// A piece of a prompt as a server reads it.
 #[derive(Debug, PartialEq)]
 pub enum Piece<'v> {
