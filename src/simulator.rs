@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use lru::LruCache;
 use serde_json::{Value, json};
 
-use crate::api::{Api, Endpoint, Piece};
+use crate::api::{Api, Endpoint, Piece, Reply};
 use crate::error::{Error, Result};
 use crate::hash::{mix, stable_hash, unit_interval};
 
@@ -487,13 +487,19 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         let what = api.prompt_key();
         return error_response(StatusCode::BAD_REQUEST, &format!("missing or bad `{what}`"));
     };
-    let max_tokens = req
-        .get("max_completion_tokens")
-        .or_else(|| req.get("max_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(16)
-        .max(1);
+    let generation = api.generation();
+    // An endpoint that generates nothing answers after the prefill.
+    let max_tokens = match generation {
+        Some(_) => req
+            .get("max_completion_tokens")
+            .or_else(|| req.get("max_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(16)
+            .max(1),
+        None => 0,
+    };
     let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let generation = generation.filter(|_| stream);
     let usage_in_stream = req
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -542,12 +548,16 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     sequence.extend((0..max_tokens).map(|k| stable_hash(0, word(voice, k).as_bytes())));
     sim.cached_tokens(&sequence);
     let ttft = sim.opts.ttft_ms + sim.opts.prefill_us * (prompt - cached) as f64 / 1000.0;
-    let usage = json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": max_tokens,
-        "total_tokens": prompt + max_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    });
+    let reply = Reply {
+        n,
+        model: &model,
+        text: "",
+        seed: voice,
+        prompt_tokens: prompt,
+        completion_tokens: max_tokens,
+        cached_tokens: cached,
+    };
+    let usage = reply.usage();
     let id = format!("cmpl-{n}");
     sim.in_flight.fetch_add(1, Ordering::Relaxed);
     let guard = InFlight {
@@ -560,7 +570,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     // its due time (not for the gap) keeps the timer's lateness from adding
     // up over an answer, so service times are what the model says.
     let mut due = tokio::time::Instant::now() + Duration::from_secs_f64(ttft / 1000.0);
-    if !stream {
+    let Some(generation) = generation else {
         tokio::time::sleep_until(due).await;
         for _ in 1..max_tokens {
             due += itl(&sim);
@@ -573,18 +583,17 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
             .fetch_add(max_tokens, Ordering::Relaxed);
         counts.finished.fetch_add(1, Ordering::Relaxed);
         let text = words(voice, max_tokens);
-        let (object, choice) = api.answer(&text);
-        return axum::Json(json!({
-            "id": id, "object": object, "created": 0, "model": model,
-            "choices": [choice], "usage": usage,
-        }))
-        .into_response();
-    }
+        let reply = Reply {
+            text: &text,
+            ..reply
+        };
+        return axum::Json(api.answer(&reply)).into_response();
+    };
 
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let _guard = guard;
-        let object = api.chunk_object();
+        let object = generation.chunk_object();
         let chunk = |choice: Value, usage: Option<&Value>| {
             let mut c = json!({"id": id, "object": object, "created": 0, "model": model,
                                "choices": [choice]});
@@ -596,7 +605,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
             }
             Bytes::from(format!("data: {c}\n\n"))
         };
-        if let Some(opening) = api.opening_choice() {
+        if let Some(opening) = generation.opening_choice() {
             if tx.send(Ok(chunk(opening, None))).await.is_err() {
                 return;
             }
@@ -623,7 +632,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
             let finish = (k + 1 == max_tokens).then_some("length");
             let word = format!("{} ", word(voice, k));
             if tx
-                .send(Ok(chunk(api.chunk_choice(&word, finish), None)))
+                .send(Ok(chunk(generation.chunk_choice(&word, finish), None)))
                 .await
                 .is_err()
             {

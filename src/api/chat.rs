@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Given, Piece, Prompt};
+use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, choices};
 use crate::error::FieldError;
 
 pub struct Chat;
@@ -49,13 +49,30 @@ impl Api for Chat {
         Some(out)
     }
 
-    fn answer(&self, text: &str) -> (&'static str, Value) {
-        (
-            "chat.completion",
-            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}),
-        )
+    fn generation(&self) -> Option<&'static dyn Generation> {
+        Some(&Chat)
     }
 
+    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
+        choices::read(bytes)
+    }
+
+    fn no_results(&self) -> &'static str {
+        "no choices in the answer"
+    }
+
+    fn stream_end(&self) -> &'static [u8] {
+        b"[DONE]"
+    }
+
+    fn answer(&self, reply: &Reply) -> Value {
+        let message = json!({"role": "assistant", "content": reply.text});
+        let choice = json!({"index": 0, "message": message, "finish_reason": "length"});
+        choices::answer("chat.completion", choice, reply)
+    }
+}
+
+impl Generation for Chat {
     fn chunk_object(&self) -> &'static str {
         "chat.completion.chunk"
     }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Given, Piece, Prompt};
+use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, choices};
 use crate::error::FieldError;
 
 pub struct Completions;
@@ -34,27 +34,32 @@ impl Api for Completions {
 
     /// A string, or an array of token ids and strings.
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
-        match body.get("prompt")? {
-            Value::String(s) => Some(vec![Piece::Text(s)]),
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::Number(n) => n.as_u64().map(Piece::Token),
-                    Value::String(s) => Some(Piece::Text(s)),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        }
+        super::text_or_tokens(body.get("prompt")?)
     }
 
-    fn answer(&self, text: &str) -> (&'static str, Value) {
-        (
-            "text_completion",
-            json!({"index": 0, "text": text, "finish_reason": "length"}),
-        )
+    fn generation(&self) -> Option<&'static dyn Generation> {
+        Some(&Completions)
     }
 
+    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
+        choices::read(bytes)
+    }
+
+    fn no_results(&self) -> &'static str {
+        "no choices in the answer"
+    }
+
+    fn stream_end(&self) -> &'static [u8] {
+        b"[DONE]"
+    }
+
+    fn answer(&self, reply: &Reply) -> Value {
+        let choice = json!({"index": 0, "text": reply.text, "finish_reason": "length"});
+        choices::answer("text_completion", choice, reply)
+    }
+}
+
+impl Generation for Completions {
     fn chunk_object(&self) -> &'static str {
         "text_completion"
     }

@@ -1,37 +1,65 @@
 //! The OpenAI-compatible endpoints tracekit speaks, each described once:
-//! how a request body gives the prompt (the replay engine writes it) and
-//! how the answers look (the simulated server writes them; the engine's
-//! answer reader reads every endpoint whose answers carry `choices`).
+//! how a request body gives the prompt (the replay engine writes it), how
+//! the answers read (the engine measures them) and how they look (the
+//! simulated server writes them).
 //!
-//! An endpoint is one file here implementing [`Api`], and one line in
-//! [`Endpoint`] and its table.
+//! An endpoint is one file here implementing [`Api`], and one line in the
+//! table of [`endpoints!`].
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::FieldError;
 
-mod chat;
-mod completions;
+mod choices;
+mod read;
 
-/// Which endpoint the requests go to (`--endpoint`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Endpoint {
+/// The table of endpoints: each line is a value of [`Endpoint`] (its
+/// `--endpoint` name, documented), the module and the type describing it.
+/// [`Endpoint::read`] is a `match`, not a `dyn` call: it runs once per
+/// streamed event.
+macro_rules! endpoints {
+    ($($(#[$doc:meta])* $value:ident => $module:ident::$api:ident,)*) => {
+        $(mod $module;)*
+
+        /// Which endpoint the requests go to (`--endpoint`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+        pub enum Endpoint {
+            $($(#[$doc])* $value,)*
+        }
+
+        impl Endpoint {
+            /// What the endpoint is.
+            pub fn api(self) -> &'static dyn Api {
+                match self {
+                    $(Endpoint::$value => &$module::$api,)*
+                }
+            }
+
+            /// Read one answer object (a stream event's data or a whole
+            /// body) as the endpoint's [`Api::read`] does.
+            #[inline]
+            pub fn read(self, bytes: &[u8]) -> serde_json::Result<Answer<'_>> {
+                match self {
+                    $(Endpoint::$value => $module::$api.read(bytes),)*
+                }
+            }
+        }
+    };
+}
+
+endpoints! {
     /// `/v1/completions`: a `prompt`.
-    Completions,
+    Completions => completions::Completions,
     /// `/v1/chat/completions`: `messages`.
-    Chat,
+    Chat => chat::Chat,
+    /// `/v1/embeddings`: an `input`; whole answers, nothing generated.
+    Embeddings => embeddings::Embeddings,
 }
 
 impl Endpoint {
-    /// What the endpoint is: the one table of endpoints.
-    pub fn api(self) -> &'static dyn Api {
-        match self {
-            Endpoint::Completions => &completions::Completions,
-            Endpoint::Chat => &chat::Chat,
-        }
-    }
-
     /// The path under the base URL.
     pub fn path(self) -> &'static str {
         self.api().path()
@@ -55,13 +83,36 @@ pub trait Api: Sync {
     /// turns continue earlier turns, and `--live-answers` applies.
     fn conversation(&self) -> bool;
 
+    /// How the endpoint generates tokens, if it does: then a body asks for
+    /// `max_tokens` (and `min_tokens`, `ignore_eos` when the flags say so)
+    /// and for a stream, and the simulated server streams them. `None`: a
+    /// body carries neither, and the answer is one whole body.
+    fn generation(&self) -> Option<&'static dyn Generation>;
+
+    /// Read one answer object, a stream event's data or a whole body: an
+    /// error only for malformed JSON (a field of an unexpected type counts
+    /// as absent). The engine times and counts from what it says.
+    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>>;
+
+    /// The error of a whole answer whose results ([`Answer::results`])
+    /// are missing or empty, e.g. "no choices in the answer".
+    fn no_results(&self) -> &'static str;
+
+    /// The data of the event that ends a stream (`[DONE]`): a stream that
+    /// ends without it is cut off.
+    fn stream_end(&self) -> &'static [u8];
+
     /// The prompt of a request body as the simulated server reads it, in
     /// pieces; `None` when the body has none it can read.
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>>;
 
-    /// A whole answer's `object` and its choice carrying `text`.
-    fn answer(&self, text: &str) -> (&'static str, Value);
+    /// The whole answer the simulated server gives.
+    fn answer(&self, reply: &Reply) -> Value;
+}
 
+/// How an endpoint that generates tokens streams them (as the simulated
+/// server sends them).
+pub trait Generation: Sync {
     /// A stream chunk's `object`.
     fn chunk_object(&self) -> &'static str;
 
@@ -72,6 +123,60 @@ pub trait Api: Sync {
     /// The choice of the chunk a server sends before any content, if the
     /// endpoint has one (vLLM's chat streams open with the role).
     fn opening_choice(&self) -> Option<Value>;
+}
+
+/// What one answer object says, as an endpoint's reader finds it.
+#[derive(Debug, Default)]
+pub struct Answer<'a> {
+    /// `error`, when present and not null.
+    pub error: Option<Value>,
+    /// How many results the object carries (`choices`), when it carries
+    /// the endpoint's array of them, even empty: the first such object is
+    /// the first chunk (vLLM's TTFT).
+    pub results: Option<usize>,
+    /// Some result carries output (text, reasoning or a tool call): what
+    /// TTFT and the ITL time in a stream.
+    pub content: bool,
+    /// The finish reason of the last result that gives one as a string.
+    pub finish_reason: Option<Cow<'a, str>>,
+    /// `usage`, when it is an object.
+    pub usage: Option<Usage>,
+}
+
+/// `usage`: the token counts, each when it is a non-negative integer.
+#[derive(Debug, Default, PartialEq)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+}
+
+/// What the simulated server answers a request with.
+pub struct Reply<'a> {
+    /// The request's number, from 0 in order of arrival.
+    pub n: u64,
+    /// The model the request named (or the server's).
+    pub model: &'a str,
+    /// The answer's text (empty for an endpoint that generates none).
+    pub text: &'a str,
+    /// Seeds what the answer holds besides its text (embeddings).
+    pub seed: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+impl Reply<'_> {
+    /// `usage` as vLLM gives it for generated answers.
+    pub fn usage(&self) -> Value {
+        serde_json::json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        })
+    }
 }
 
 /// What a trace record has that can be a prompt.
@@ -124,6 +229,23 @@ impl Prompt<'_> {
                 out.push(b']');
             }
         }
+    }
+}
+
+/// A prompt a server reads as a string, or an array of token ids and
+/// strings (completions' `prompt`, embeddings' `input`).
+fn text_or_tokens(v: &Value) -> Option<Vec<Piece<'_>>> {
+    match v {
+        Value::String(s) => Some(vec![Piece::Text(s)]),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Number(n) => n.as_u64().map(Piece::Token),
+                Value::String(s) => Some(Piece::Text(s)),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
     }
 }
 

@@ -8,11 +8,11 @@ use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
 
-use super::answer::Answer;
 use super::conversation::Transcript;
 use super::plain::{BodyReader, Failure, Plain, reset_or_broken};
 use super::request::Prepared;
 use super::sse::SseParser;
+use crate::api::{Answer, Endpoint};
 use crate::result::{Measure, ResultRecord, Status, round_us};
 
 /// Everything a request needs besides its body.
@@ -26,6 +26,8 @@ pub struct Target {
     pub max_answer_bytes: usize,
     /// Plain `http://` without --http2 goes this leaner way.
     pub plain: Option<Plain>,
+    /// Whose answers these are: how they read.
+    pub endpoint: Endpoint,
     /// The process's limit on open files, which caps connections in flight.
     pub open_files_limit: Option<u64>,
     /// `--session-header`: the header each request's session id goes in.
@@ -47,8 +49,12 @@ impl Target {
 /// What a response has shown so far; kept outside the request's future so
 /// that a timeout keeps the partial timings. The figures go straight into
 /// the result's own [`Measure`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Reading {
+    /// Whose answer it is: how it reads.
+    endpoint: Endpoint,
+    /// The data of the event that ends a stream.
+    stream_end: &'static [u8],
     pub measure: Measure,
     pub last_content_ms: Option<f64>,
     pub done: bool,
@@ -62,6 +68,17 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 impl Reading {
+    pub fn new(endpoint: Endpoint) -> Reading {
+        Reading {
+            endpoint,
+            stream_end: endpoint.api().stream_end(),
+            measure: Measure::default(),
+            last_content_ms: None,
+            done: false,
+            transcript: None,
+        }
+    }
+
     /// Take the figures of one answer object (a chunk or a whole body).
     fn take_answer(&mut self, a: Answer, at_ms: f64, whole_body: bool) {
         if let Some(err) = a.error {
@@ -77,24 +94,19 @@ impl Reading {
         if whole_body && self.measure.first_chunk_ms.is_none() {
             self.measure.first_chunk_ms = Some(at_ms);
         }
-        // A chunk carrying `choices`, even empty, is vLLM's first chunk.
-        if a.choices.is_some() && self.measure.first_chunk_ms.is_none() {
+        // A chunk carrying the results (`choices`), even empty, is vLLM's
+        // first chunk.
+        if a.results.is_some() && self.measure.first_chunk_ms.is_none() {
             self.measure.first_chunk_ms = Some(at_ms);
         }
-        let choices = a.choices.unwrap_or_default();
-        if whole_body && choices.is_empty() {
-            self.measure
-                .error
-                .get_or_insert("no choices in the answer".into());
+        if whole_body && a.results.unwrap_or(0) == 0 {
+            let missing = self.endpoint.api().no_results();
+            self.measure.error.get_or_insert(missing.into());
         }
-        let mut content = false;
-        for c in choices {
-            content |= c.has_content();
-            if let Some(f) = c.finish_reason {
-                self.measure.finish_reason = Some(f.into_owned());
-            }
+        if let Some(f) = a.finish_reason {
+            self.measure.finish_reason = Some(f.into_owned());
         }
-        if content && !whole_body {
+        if a.content && !whole_body {
             match self.last_content_ms {
                 None => self.measure.ttft_ms = Some(at_ms),
                 Some(last) => self.measure.itl_ms.push(at_ms - last),
@@ -111,7 +123,7 @@ impl Reading {
     /// One SSE event's data.
     fn take_event(&mut self, data: &[u8], at_ms: f64) {
         let data = data.trim_ascii();
-        if data == b"[DONE]" {
+        if data == self.stream_end {
             self.done = true;
             return;
         }
@@ -121,7 +133,7 @@ impl Reading {
         if let Some(t) = &mut self.transcript {
             t.take(data);
         }
-        match Answer::parse(data) {
+        match self.endpoint.read(data) {
             Ok(a) => self.take_answer(a, at_ms, false),
             Err(_) => {
                 let shown = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
@@ -372,7 +384,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
     if let Some(t) = m.transcript.as_mut().filter(|_| status.is_success()) {
         t.take(&whole);
     }
-    match Answer::parse(&whole) {
+    match m.endpoint.read(&whole) {
         Ok(a) => m.take_answer(a, end, status.is_success()),
         Err(_) if status.is_success() => {
             m.measure.error = Some("the response body is not JSON".into());
@@ -483,7 +495,7 @@ pub async fn send(
 ) -> (ResultRecord, Option<Transcript>) {
     let mut m = Reading {
         transcript: req.keep.then(Transcript::default),
-        ..Reading::default()
+        ..Reading::new(target.endpoint)
     };
     let ending = {
         let exchange = exchange(target, req, sent, &mut m);
@@ -593,7 +605,7 @@ mod tests {
     }
 
     fn feed_all(stream: &[u8]) -> Reading {
-        let mut m = Reading::default();
+        let mut m = Reading::new(Endpoint::Chat);
         let mut p = SseParser::default();
         let mut t = 0.0;
         for chunk in stream.chunks(7) {

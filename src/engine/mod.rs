@@ -14,7 +14,6 @@
 //! for what it never sent.
 
 mod abort;
-pub mod answer;
 mod args;
 pub mod conversation;
 mod dispatch;
@@ -226,6 +225,7 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         max_answer_bytes: usize::try_from(args.max_answer_bytes).unwrap_or(usize::MAX),
         open_files_limit: crate::io::raise_open_files_limit(),
         session_header: opts.session_header.clone(),
+        endpoint: opts.endpoint,
         out_of_files: AtomicU8::new(0),
     });
     let timer = {

@@ -104,7 +104,11 @@ pub fn outline(
         body: bytes::Bytes::new(),
         stream: opts.stream,
         input_length: rec.input_length()?.or(observed_prompt),
-        output_length: rec.output_length()?,
+        // What the request asks for: nothing, of an endpoint that
+        // generates nothing.
+        output_length: rec
+            .output_length()?
+            .filter(|_| opts.endpoint.api().generation().is_some()),
         timestamp: rec.timestamp()?,
         delay: rec.delay()?,
         after: after(rec)?,
@@ -272,7 +276,10 @@ pub fn prepare(
     if let Some(tools) = tools {
         body.field("tools", |out| out.extend_from_slice(tools.get().as_bytes()));
     }
-    if let Some(n) = output_length {
+    // An endpoint that generates nothing is asked for no tokens and no
+    // stream.
+    let generates = api.generation().is_some();
+    if let Some(n) = output_length.filter(|_| generates) {
         body.field("max_tokens", |out| {
             let _ = write!(out, "{n}");
         });
@@ -282,17 +289,19 @@ pub fn prepare(
             });
         }
     }
-    if opts.ignore_eos {
+    if opts.ignore_eos && generates {
         body.field("ignore_eos", |out| out.extend_from_slice(b"true"));
     }
     let stream = match body.extra("stream") {
         Some(v) => v.as_bool().unwrap_or(false),
-        None => opts.stream,
+        None => opts.stream && generates,
     };
-    body.field("stream", |out| {
-        out.extend_from_slice(if opts.stream { b"true" } else { b"false" })
-    });
-    if opts.stream {
+    if generates {
+        body.field("stream", |out| {
+            out.extend_from_slice(if opts.stream { b"true" } else { b"false" })
+        });
+    }
+    if opts.stream && generates {
         body.field("stream_options", |out| {
             out.extend_from_slice(br#"{"include_usage":true}"#)
         });

@@ -1520,3 +1520,106 @@ fn timestamps_that_look_like_seconds_are_warned_of_before_the_run() {
     let run = replay(&["--dry-run"], &trace_at((0..20).map(|i| i * 200)));
     run.code(0).stderr_is("");
 }
+
+/// `/v1/embeddings` against trace-sim: whole answers, the prompt's tokens
+/// counted, nothing generated: no TTFT, no ITL, no output length asked.
+#[test]
+fn embeddings_are_whole_answers_with_their_prompt_counted() {
+    let input = [
+        r#"{"timestamp": 0, "text_input": "one two three", "output_length": 5}"#,
+        r#"{"timestamp": 1, "prompt_token_ids": [7, 8]}"#,
+    ]
+    .join("\n");
+    let run = replay(&["--sim", "--endpoint", "embeddings"], &input);
+    run.code(0);
+    let r = by_index(&run, 2);
+    for (i, prompt) in [(0, 3), (1, 2)] {
+        let r = &r[&i];
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(
+            (&r["ttft_ms"], &r["itl_ms"], &r["output_length"]),
+            (&Value::Null, &json!([]), &Value::Null),
+            "{r}"
+        );
+        assert_eq!(r["first_chunk_ms"], r["e2e_ms"], "{r}");
+        assert_eq!(
+            (
+                &r["prompt_tokens"],
+                &r["completion_tokens"],
+                &r["finish_reason"]
+            ),
+            (&json!(prompt), &json!(0), &Value::Null),
+            "{r}"
+        );
+    }
+}
+
+/// vLLM's answer to /v1/embeddings, byte for byte (EmbeddingResponse of
+/// vllm/entrypoints/pooling/embed/protocol.py as Starlette writes it).
+const VLLM_EMBEDDING: &str = r#"{"id":"embd-9f2c61b0","object":"list","created":1732000000,"model":"BAAI/bge-small-en-v1.5","data":[{"index":0,"object":"embedding","embedding":[-0.05364990234375,0.0103912353515625,0.0421142578125,-0.0033473968505859375]}],"usage":{"prompt_tokens":7,"total_tokens":7,"completion_tokens":0,"prompt_tokens_details":null}}"#;
+
+fn embeddings_answer(body: &str) -> Answer {
+    if body.contains("empty") {
+        Answer::json(
+            "200 OK",
+            r#"{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}"#,
+        )
+    } else {
+        Answer::json("200 OK", VLLM_EMBEDDING)
+    }
+}
+
+#[test]
+fn embeddings_send_an_input_and_read_vllms_answer() {
+    let server = Scripted::start(embeddings_answer);
+    let input = [
+        r#"{"timestamp": 0, "text_input": "a \"b\"", "output_length": 5}"#,
+        r#"{"timestamp": 1, "text_input": "empty"}"#,
+    ]
+    .join("\n");
+    let run = replay(
+        &[
+            "--url",
+            &server.url,
+            "--model",
+            "m",
+            "--endpoint",
+            "embeddings",
+            "--ignore-eos",
+        ],
+        &input,
+    );
+    run.code(0);
+    let r = by_index(&run, 2);
+    let ok = &r[&0];
+    assert_eq!(ok["status"], "ok", "{ok}");
+    assert_eq!(
+        (
+            &ok["prompt_tokens"],
+            &ok["completion_tokens"],
+            &ok["ttft_ms"]
+        ),
+        (&json!(7), &json!(0), &Value::Null)
+    );
+    assert_eq!(r[&1]["status"], "error");
+    assert_eq!(r[&1]["error"], "no embeddings in the answer");
+    // The preflight's GET /v1/models aside, every request is a POST to
+    // /v1/embeddings with the model and the input, nothing else.
+    let seen = server.seen.lock().unwrap();
+    let posts: Vec<_> = seen.iter().filter(|s| s.head.starts_with("POST")).collect();
+    assert!(
+        posts
+            .iter()
+            .all(|s| s.head.starts_with("POST /v1/embeddings ")),
+        "{posts:?}"
+    );
+    let mut bodies: Vec<&str> = posts.iter().map(|s| s.body.as_str()).collect();
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        [
+            r#"{"model":"m","input":"a \"b\""}"#,
+            r#"{"model":"m","input":"empty"}"#
+        ]
+    );
+}
