@@ -13,7 +13,7 @@
 //!
 //! Its readers: [`peek`] (the filters' scanner: the raw text of a few
 //! top-level members), the replay's answer reader
-//! (`crate::engine::answer`), the `hash_ids` reader
+//! (`crate::api::choices`), the `hash_ids` reader
 //! (`crate::record::integer_array`) and the result reader
 //! (`crate::result`, `read_fast`). The tests' `differential` harness
 //! holds each of them against serde.

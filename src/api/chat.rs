@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, choices};
+use super::{Api, Generation, Given, Piece, Prompt, Reply, choices};
 use crate::error::FieldError;
 
 pub struct Chat;
@@ -51,18 +51,6 @@ impl Api for Chat {
 
     fn generation(&self) -> Option<&'static dyn Generation> {
         Some(&Chat)
-    }
-
-    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
-        choices::read(bytes)
-    }
-
-    fn no_results(&self) -> &'static str {
-        "no choices in the answer"
-    }
-
-    fn stream_end(&self) -> &'static [u8] {
-        b"[DONE]"
     }
 
     fn answer(&self, reply: &Reply) -> Value {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, choices};
+use super::{Api, Generation, Given, Piece, Prompt, Reply, choices};
 use crate::error::FieldError;
 
 pub struct Completions;
@@ -17,19 +17,7 @@ impl Api for Completions {
     }
 
     fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        match (given.token_ids, given.text) {
-            (Some(ids), _) => Ok(Prompt::TokenIds(ids)),
-            (None, Some(t)) => Ok(Prompt::Text(t)),
-            (None, None) if given.messages.is_some() => Err(FieldError::new(
-                "messages",
-                "a conversation needs --endpoint chat (the completions API takes a prompt)",
-            )),
-            (None, None) => Err(Given::missing()),
-        }
-    }
-
-    fn conversation(&self) -> bool {
-        false
+        given.ids_or_text("the completions API takes a prompt")
     }
 
     /// A string, or an array of token ids and strings.
@@ -39,18 +27,6 @@ impl Api for Completions {
 
     fn generation(&self) -> Option<&'static dyn Generation> {
         Some(&Completions)
-    }
-
-    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
-        choices::read(bytes)
-    }
-
-    fn no_results(&self) -> &'static str {
-        "no choices in the answer"
-    }
-
-    fn stream_end(&self) -> &'static [u8] {
-        b"[DONE]"
     }
 
     fn answer(&self, reply: &Reply) -> Value {

@@ -27,19 +27,7 @@ impl Api for Embeddings {
 
     /// Token ids, else the text, as the completions API takes them.
     fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        match (given.token_ids, given.text) {
-            (Some(ids), _) => Ok(Prompt::TokenIds(ids)),
-            (None, Some(t)) => Ok(Prompt::Text(t)),
-            (None, None) if given.messages.is_some() => Err(FieldError::new(
-                "messages",
-                "a conversation needs --endpoint chat (the embeddings API takes an input)",
-            )),
-            (None, None) => Err(Given::missing()),
-        }
-    }
-
-    fn conversation(&self) -> bool {
-        false
+        given.ids_or_text("the embeddings API takes an input")
     }
 
     fn generation(&self) -> Option<&'static dyn Generation> {
@@ -52,12 +40,6 @@ impl Api for Embeddings {
 
     fn no_results(&self) -> &'static str {
         "no embeddings in the answer"
-    }
-
-    /// Never streamed; a server that streamed them anyway would end as the
-    /// other endpoints' streams do.
-    fn stream_end(&self) -> &'static [u8] {
-        b"[DONE]"
     }
 
     /// A string, or an array of token ids and strings.

@@ -81,7 +81,9 @@ pub trait Api: Sync {
 
     /// A conversation endpoint: the record's `tools` are sent, `delta`
     /// turns continue earlier turns, and `--live-answers` applies.
-    fn conversation(&self) -> bool;
+    fn conversation(&self) -> bool {
+        false
+    }
 
     /// How the endpoint generates tokens, if it does: then a body asks for
     /// `max_tokens` (and `min_tokens`, `ignore_eos` when the flags say so)
@@ -92,15 +94,22 @@ pub trait Api: Sync {
     /// Read one answer object, a stream event's data or a whole body: an
     /// error only for malformed JSON (a field of an unexpected type counts
     /// as absent). The engine times and counts from what it says.
-    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>>;
+    /// By default, OpenAI's shape: results in `choices`.
+    fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
+        choices::read(bytes)
+    }
 
     /// The error of a whole answer whose results ([`Answer::results`])
     /// are missing or empty, e.g. "no choices in the answer".
-    fn no_results(&self) -> &'static str;
+    fn no_results(&self) -> &'static str {
+        "no choices in the answer"
+    }
 
     /// The data of the event that ends a stream (`[DONE]`): a stream that
     /// ends without it is cut off.
-    fn stream_end(&self) -> &'static [u8];
+    fn stream_end(&self) -> &'static [u8] {
+        b"[DONE]"
+    }
 
     /// The prompt of a request body as the simulated server reads it, in
     /// pieces; `None` when the body has none it can read.
@@ -189,10 +198,25 @@ pub struct Given<'a> {
     pub token_ids: Option<&'a [u64]>,
 }
 
-impl Given<'_> {
+impl<'a> Given<'a> {
     /// The error for a record with nothing to send.
     pub fn missing() -> FieldError {
         FieldError::new("input_length", "missing: the record has no prompt")
+    }
+
+    /// Token ids, else the text: the prompt of an endpoint that takes no
+    /// conversation (`takes` says what it takes, for the error a record
+    /// with `messages` gets).
+    pub fn ids_or_text(&self, takes: &str) -> Result<Prompt<'a>, FieldError> {
+        match (self.token_ids, self.text) {
+            (Some(ids), _) => Ok(Prompt::TokenIds(ids)),
+            (None, Some(t)) => Ok(Prompt::Text(t)),
+            (None, None) if self.messages.is_some() => Err(FieldError::new(
+                "messages",
+                format!("a conversation needs --endpoint chat ({takes})"),
+            )),
+            (None, None) => Err(Given::missing()),
+        }
     }
 }
 
