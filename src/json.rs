@@ -491,6 +491,24 @@ pub(crate) mod differential {
         }
         tally
     }
+
+    /// Each of `samples` as it stands takes the fast path and reads as
+    /// serde reads it; and [`hold`] on their variants, where the fast
+    /// reader declines fewer than one in `ratio` of those serde reads.
+    pub fn hold_usual<T: PartialEq + Debug>(
+        samples: &[&str],
+        fast: impl Fn(&[u8]) -> Option<T>,
+        slow: impl Fn(&[u8]) -> Option<T>,
+        ratio: usize,
+    ) {
+        for sample in samples {
+            let theirs = slow(sample.as_bytes());
+            assert!(theirs.is_some(), "serde refuses {sample}");
+            assert_eq!(fast(sample.as_bytes()), theirs, "{sample}");
+        }
+        let tally = hold(samples, fast, slow);
+        assert!(tally.both > ratio * tally.declined, "{tally:?}");
+    }
 }
 
 #[cfg(test)]

@@ -230,14 +230,18 @@ pub struct ConventionDists {
     pub tokens_from_chunks: u64,
 }
 
+/// Fold `$o`'s figures into `$a`'s (shards, `--by` groups): those with a
+/// `merge` (distributions) by it, counters by adding.
+macro_rules! merge_fields {
+    ($a:ident, $o:ident; merge: $($m:ident),*; add: $($n:ident),* $(,)?) => {
+        $($a.$m.merge(&$o.$m);)*
+        $($a.$n += $o.$n;)*
+    };
+}
+
 impl ConventionDists {
     fn merge(&mut self, o: &ConventionDists) {
-        self.ttft.merge(&o.ttft);
-        self.tpot.merge(&o.tpot);
-        self.itl.merge(&o.itl);
-        self.e2e.merge(&o.e2e);
-        self.output_tokens += o.output_tokens;
-        self.tokens_from_chunks += o.tokens_from_chunks;
+        merge_fields!(self, o; merge: ttft, tpot, itl, e2e; add: output_tokens, tokens_from_chunks);
     }
 
     /// Fold in one ok result under convention `c`.
@@ -780,9 +784,11 @@ impl Aggregate {
 
     /// Fold another group's figures in.
     pub fn merge(&mut self, o: &Aggregate) {
-        self.sessions.merge(&o.sessions);
-        self.total += o.total;
-        self.warmup += o.warmup;
+        merge_fields!(self, o;
+            merge: sessions, e2e, tokens_per_s, lag, ttft_from_scheduled, e2e_from_scheduled,
+                input_fidelity, output_fidelity, in_flight;
+            add: total, warmup, output_tokens, prompt_tokens, ok_without_usage, cached_tokens,
+                cache_prompt_tokens, cache_reports, slo_met_all);
         for (k, v) in &o.by_status {
             *self.by_status.entry(*k).or_insert(0) += v;
         }
@@ -794,33 +800,18 @@ impl Aggregate {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        self.output_tokens += o.output_tokens;
-        self.prompt_tokens += o.prompt_tokens;
-        self.ok_without_usage += o.ok_without_usage;
         for (k, v) in &o.conventions {
             self.conventions.entry(*k).or_default().merge(v);
         }
-        self.e2e.merge(&o.e2e);
-        self.tokens_per_s.merge(&o.tokens_per_s);
-        self.lag.merge(&o.lag);
-        self.ttft_from_scheduled.merge(&o.ttft_from_scheduled);
-        self.e2e_from_scheduled.merge(&o.e2e_from_scheduled);
-        self.input_fidelity.merge(&o.input_fidelity);
-        self.output_fidelity.merge(&o.output_fidelity);
-        self.cached_tokens += o.cached_tokens;
-        self.cache_prompt_tokens += o.cache_prompt_tokens;
-        self.cache_reports += o.cache_reports;
         for (&i, v) in &o.tokens_per_second {
             *self.tokens_per_second.entry(i).or_insert(0.0) += v;
         }
-        self.in_flight.merge(&o.in_flight);
         if self.slo_met.len() < o.slo_met.len() {
             self.slo_met.resize(o.slo_met.len(), 0);
         }
         for (i, v) in o.slo_met.iter().enumerate() {
             self.slo_met[i] += v;
         }
-        self.slo_met_all += o.slo_met_all;
         for (k, v) in &o.windows {
             self.windows.entry(*k).or_default().merge(v);
         }

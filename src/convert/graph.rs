@@ -93,6 +93,11 @@ mod tests {
         }
     }
 
+    /// Calls of one group, by their start and end, ms.
+    fn calls(spans: &[(i64, i64)]) -> Vec<Node<'static>> {
+        spans.iter().map(|&(s, e)| node("t", s, e)).collect()
+    }
+
     fn deps(after: &[usize], gap_ms: i64) -> Option<Deps> {
         Some(Deps {
             after: after.to_vec(),
@@ -102,24 +107,19 @@ mod tests {
 
     #[test]
     fn sequential_turns_chain() {
-        let n = [node("t", 0, 100), node("t", 150, 300), node("t", 310, 400)];
+        let n = calls(&[(0, 100), (150, 300), (310, 400)]);
         assert_eq!(derive(&n), vec![None, deps(&[0], 50), deps(&[1], 10)]);
     }
 
     #[test]
     fn calls_after_one_call_fan_out() {
-        let n = [node("t", 0, 100), node("t", 120, 200), node("t", 130, 250)];
+        let n = calls(&[(0, 100), (120, 200), (130, 250)]);
         assert_eq!(derive(&n), vec![None, deps(&[0], 20), deps(&[0], 30)]);
     }
 
     #[test]
     fn a_call_after_parallel_calls_joins_them_last_ended_first() {
-        let n = [
-            node("t", 0, 100),
-            node("t", 120, 300),
-            node("t", 130, 250),
-            node("t", 320, 400),
-        ];
+        let n = calls(&[(0, 100), (120, 300), (130, 250), (320, 400)]);
         assert_eq!(
             derive(&n),
             vec![None, deps(&[0], 20), deps(&[0], 30), deps(&[1, 2], 20)]
@@ -128,13 +128,13 @@ mod tests {
 
     #[test]
     fn overlapping_calls_wait_for_nothing_of_each_other() {
-        let n = [node("t", 0, 100), node("t", 50, 150), node("t", 99, 200)];
+        let n = calls(&[(0, 100), (50, 150), (99, 200)]);
         assert_eq!(derive(&n), vec![None, None, None]);
     }
 
     #[test]
     fn equal_end_and_start_is_ended_and_equal_ends_keep_input_order() {
-        let n = [node("t", 0, 100), node("t", 10, 100), node("t", 100, 120)];
+        let n = calls(&[(0, 100), (10, 100), (100, 120)]);
         assert_eq!(derive(&n), vec![None, None, deps(&[0, 1], 0)]);
     }
 
@@ -155,12 +155,7 @@ mod tests {
     #[test]
     fn a_call_still_running_is_not_waited_for_but_one_ended_earlier_is() {
         // 1 runs over 2's start; 2 waits for 0 only, 3 joins 1 and 2.
-        let n = [
-            node("t", 0, 10),
-            node("t", 5, 100),
-            node("t", 20, 30),
-            node("t", 100, 110),
-        ];
+        let n = calls(&[(0, 10), (5, 100), (20, 30), (100, 110)]);
         assert_eq!(
             derive(&n),
             vec![None, None, deps(&[0], 10), deps(&[1, 2], 0)]

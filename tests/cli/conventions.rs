@@ -19,7 +19,7 @@
 
 use serde_json::Value;
 
-use crate::util::{assert_rows, data, run_file};
+use crate::util::{assert_rows, data, run_file, summary_text};
 
 fn summarize(args: &[&str]) -> Value {
     let args = [&["--format", "json"], args].concat();
@@ -236,13 +236,10 @@ fn tracekit_default_and_names_beside_it() {
     close(&a["e2e"]["p90"], 91.0);
     assert_eq!(a["output_tokens"], 13);
 
-    let run = run_file(
-        "trace-summarize",
+    let text = summary_text(
         &["--convention", "aiperf,guidellm"],
         data("results/conventions.ndjson"),
     );
-    run.ok();
-    let text = run.stdout_str();
     // Each figure under its peer's own name.
     assert_rows(&text, &AIPERF_ROWS);
     assert_rows(

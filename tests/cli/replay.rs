@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::servers::{Answer, BODY_LIMIT, Scripted, Sim, Tls};
-use crate::util::{Cmd, Run, TestDir, bin, data, run_stdin, spawn_sim_replay};
+use crate::util::{Cmd, Run, TestDir, bin, columns, data, run_stdin, spawn_sim_replay};
 
 fn trace(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
@@ -1591,18 +1591,18 @@ fn embeddings_send_an_input_and_read_vllms_answer() {
     );
     run.code(0);
     let r = by_index(&run, 2);
-    let ok = &r[&0];
-    assert_eq!(ok["status"], "ok", "{ok}");
+    let rows: Vec<Value> = r.values().cloned().collect();
     assert_eq!(
-        (
-            &ok["prompt_tokens"],
-            &ok["completion_tokens"],
-            &ok["ttft_ms"]
+        columns(
+            &rows,
+            "status prompt_tokens completion_tokens ttft_ms error"
         ),
-        (&json!(7), &json!(0), &Value::Null)
+        [
+            json!(["ok", 7, 0, null, null]),
+            // The empty answer's usage counts its prompt.
+            json!(["error", 1, null, null, "no embeddings in the answer"])
+        ]
     );
-    assert_eq!(r[&1]["status"], "error");
-    assert_eq!(r[&1]["error"], "no embeddings in the answer");
     // The preflight's GET /v1/models aside, every request is a POST to
     // /v1/embeddings with the model and the input, nothing else.
     let seen = server.seen.lock().unwrap();

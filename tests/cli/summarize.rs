@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use crate::util::{TestDir, assert_text_eq, data, run_file, run_stdin, summary_json};
+use crate::util::{TestDir, assert_text_eq, data, run_file, run_stdin, summary_json, summary_text};
 
 fn summarize(args: &[&str]) -> Value {
     summary_json(args, data("results/small.ndjson"))
@@ -290,13 +290,7 @@ fn tokens_per_second_follow_the_chunks() {
     assert_eq!(tps, vec![2.0, 5.0, 1.0, 0.0]);
 
     // The same rows in the table and in CSV, the empty window included.
-    let table = run_file(
-        "trace-summarize",
-        &["--window", "1s"],
-        data("results/streamed.ndjson"),
-    );
-    table.ok();
-    let text = table.stdout_str();
+    let text = summary_text(&["--window", "1s"], data("results/streamed.ndjson"));
     let series = &text[text.find("start_s").unwrap()..];
     assert_text_eq(
         "\

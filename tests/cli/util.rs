@@ -378,6 +378,14 @@ pub fn file_lines(path: impl AsRef<Path>) -> Vec<String> {
         .collect()
 }
 
+/// `trace-summarize args results`, which must exit 0 with a quiet
+/// stderr: its report for people.
+pub fn summary_text(args: &[&str], results: impl AsRef<std::ffi::OsStr>) -> String {
+    let run = run_file("trace-summarize", args, results);
+    run.ok();
+    run.stdout_str()
+}
+
 /// `trace-summarize --format json args results`, which must exit 0 with a
 /// quiet stderr: its report.
 pub fn summary_json(args: &[&str], results: impl AsRef<std::ffi::OsStr>) -> serde_json::Value {
