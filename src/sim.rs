@@ -26,7 +26,8 @@ Examples:
 /// Run an OpenAI-compatible simulated server.
 ///
 /// Serves /v1/models, /v1/completions, /v1/chat/completions (streaming and
-/// not, with usage), /metrics (vLLM's metric names) and /health. Prompt
+/// not, with usage), /v1/embeddings (a whole answer after the prefill
+/// time), /metrics (vLLM's metric names) and /health. Prompt
 /// tokens are the prompt's whitespace-separated words (or its token ids).
 /// Latency model: TTFT = --ttft-ms + --prefill-us × uncached prompt
 /// tokens, where a prefix cache of
