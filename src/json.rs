@@ -171,7 +171,9 @@ impl<'a, G: Grammar> Cursor<'a, G> {
     }
 
     /// A string's raw text between its quotes, and whether it has escapes.
-    #[inline]
+    /// Always inlined: it runs for every key of every line, and a call
+    /// cost as much as a short key's scan.
+    #[inline(always)]
     pub fn string(&mut self) -> Option<(&'a [u8], bool)> {
         if self.bump()? != b'"' {
             return None;
@@ -196,7 +198,10 @@ impl<'a, G: Grammar> Cursor<'a, G> {
         }
     }
 
-    /// One escape, at its backslash.
+    /// One escape, at its backslash. Out of line: most strings have none,
+    /// and `string` stays small enough to inline where keys are read.
+    #[cold]
+    #[inline(never)]
     fn escape(&mut self) -> Option<()> {
         match *self.b.get(self.i + 1)? {
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 2,
