@@ -595,6 +595,74 @@ impl Sessions {
     }
 }
 
+/// A sum by second. A run's seconds lie close together, so they are a
+/// vector from the first one seen (the sum runs for every chunk of every
+/// answer, and a map's search cost most of summarize's time). A second
+/// before the vector, or so far past it that the vector would be mostly
+/// empty, goes to a map: no clock value makes it allocate more than the
+/// sums given warrant. Each second is in one of the two.
+#[derive(Clone, Debug, Default)]
+pub struct Seconds {
+    base: u64,
+    dense: Vec<f64>,
+    sums: usize,
+    sparse: BTreeMap<u64, f64>,
+}
+
+impl Seconds {
+    /// Room before the first second seen, for results written out of order.
+    const EARLIER: u64 = 60;
+
+    /// Add `n` to `second`'s sum.
+    #[inline]
+    pub fn add(&mut self, second: u64, n: f64) {
+        self.sums += 1;
+        match second
+            .checked_sub(self.base)
+            .and_then(|i| self.dense.get_mut(usize::try_from(i).ok()?))
+        {
+            Some(sum) => *sum += n,
+            None => self.add_outside(second, n),
+        }
+    }
+
+    #[cold]
+    fn add_outside(&mut self, second: u64, n: f64) {
+        if self.dense.is_empty() {
+            self.base = second.saturating_sub(Self::EARLIER);
+        }
+        // The vector grows to at most eight slots a sum given, plus a few.
+        let room = 64 + 8 * self.sums as u64;
+        match second.checked_sub(self.base) {
+            Some(i) if i < room => {
+                let (from, to) = (self.dense.len() as u64, i + 1);
+                self.dense.resize(to as usize, 0.0);
+                // A second the map held moves into the vector, its sum so far
+                // carried as it is.
+                let moved: Vec<u64> = self
+                    .sparse
+                    .range(self.base + from..=second)
+                    .map(|(&s, _)| s)
+                    .collect();
+                for s in moved {
+                    self.dense[(s - self.base) as usize] = self.sparse.remove(&s).unwrap_or(0.0);
+                }
+                self.dense[i as usize] += n;
+            }
+            _ => *self.sparse.entry(second).or_insert(0.0) += n,
+        }
+    }
+
+    /// Each second given a sum (and some seconds between them, at 0), with
+    /// its sum; not in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, f64)> + '_ {
+        let dense = self.dense.iter().enumerate();
+        dense
+            .map(|(i, &v)| (self.base + i as u64, v))
+            .chain(self.sparse.iter().map(|(&s, &v)| (s, v)))
+    }
+}
+
 /// Everything summarize knows about one group of results.
 #[derive(Clone, Debug, Default)]
 pub struct Aggregate {
@@ -639,9 +707,8 @@ pub struct Aggregate {
     /// Results that reported cached_tokens.
     pub cache_reports: u64,
     /// Output tokens per 1-second bucket (from the run's start), spread
-    /// over each answer's chunks. Sparse: memory grows with the seconds that
-    /// saw tokens, not with how far apart they are.
-    pub tokens_per_second: BTreeMap<u64, f64>,
+    /// over each answer's chunks.
+    pub tokens_per_second: Seconds,
     /// Requests in flight.
     pub in_flight: InFlight,
     /// Ok results meeting each SLO, in `Slo::bounds` order, and all of them.
@@ -761,7 +828,7 @@ impl Aggregate {
         let seconds = &mut self.tokens_per_second;
         token_arrivals(r, itl, |t, n| {
             // `as` saturates: a time beyond u64 seconds lands in the last one.
-            *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
+            seconds.add((t.max(0.0) / 1000.0) as u64, n);
         });
     }
 
@@ -803,8 +870,8 @@ impl Aggregate {
         for (k, v) in &o.conventions {
             self.conventions.entry(*k).or_default().merge(v);
         }
-        for (&i, v) in &o.tokens_per_second {
-            *self.tokens_per_second.entry(i).or_insert(0.0) += v;
+        for (i, v) in o.tokens_per_second.iter() {
+            self.tokens_per_second.add(i, v);
         }
         if self.slo_met.len() < o.slo_met.len() {
             self.slo_met.resize(o.slo_met.len(), 0);
@@ -841,7 +908,10 @@ impl Aggregate {
 
     /// The busiest second's output tokens.
     pub fn peak_tokens_per_s(&self) -> Option<f64> {
-        self.tokens_per_second.values().copied().reduce(f64::max)
+        self.tokens_per_second
+            .iter()
+            .map(|(_, v)| v)
+            .reduce(f64::max)
     }
 }
 
@@ -879,6 +949,73 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The seconds given a sum other than 0, in order.
+    fn sums(s: &Seconds) -> Vec<(u64, f64)> {
+        let mut v: Vec<(u64, f64)> = s.iter().filter(|&(_, n)| n != 0.0).collect();
+        v.sort_by_key(|&(s, _)| s);
+        v
+    }
+
+    #[test]
+    fn seconds_before_or_far_past_the_vector_go_to_the_map() {
+        let mut s = Seconds::default();
+        s.add(100, 1.5);
+        s.add(30, 2.0);
+        s.add(1_000_000, 4.0);
+        s.add(101, 0.25);
+        s.add(100, 1.0);
+        assert_eq!(
+            sums(&s),
+            [(30, 2.0), (100, 2.5), (101, 0.25), (1_000_000, 4.0)]
+        );
+        // Seconds 40 to 101; 30 and 1,000,000 in the map.
+        assert_eq!((s.base, s.dense.len(), s.sparse.len()), (40, 62, 2));
+    }
+
+    #[test]
+    fn a_second_the_map_held_moves_into_the_vector_with_its_sum() {
+        let mut s = Seconds::default();
+        s.add(60, 1.0); // the vector from 0, room for 72 slots
+        s.add(200, 3.0); // past the room (80): the map
+        for _ in 0..20 {
+            s.add(60, 0.5);
+        }
+        s.add(150, 1.0); // room 248: the vector grows to 151
+        assert_eq!(s.sparse.len(), 1);
+        s.add(201, 1.0); // to 202, taking 200 in
+        s.add(200, 0.5);
+        assert!(s.sparse.is_empty());
+        assert_eq!(s.dense.len(), 202);
+        assert_eq!(sums(&s), [(60, 11.0), (150, 1.0), (200, 3.5), (201, 1.0)]);
+    }
+
+    #[test]
+    fn seconds_sum_to_the_bit_as_a_map_does() {
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for _ in 0..50 {
+            let (mut s, mut map) = (Seconds::default(), BTreeMap::<u64, f64>::new());
+            for _ in 0..2_000 {
+                // Mostly near each other, some far off, in any order.
+                let second = match next() % 10 {
+                    0 => next() % 100_000,
+                    1 => u64::MAX - next() % 3,
+                    _ => 5_000 + next() % 300,
+                };
+                let n = (next() % 1000) as f64 / 7.0;
+                s.add(second, n);
+                *map.entry(second).or_insert(0.0) += n;
+            }
+            let want: Vec<(u64, f64)> = map.into_iter().filter(|&(_, n)| n != 0.0).collect();
+            assert_eq!(sums(&s), want);
+        }
+    }
 
     #[test]
     fn exact_then_histogram() {
