@@ -581,7 +581,11 @@ impl Sessions {
             count: self.runs.len() as u64,
             ..SessionFigures::default()
         };
-        for r in self.runs.values() {
+        // In id order: the map's order changes from run to run, and with it
+        // the last digits of the sums behind the mean and the deviation.
+        let mut runs: Vec<(&String, &SessionRun)> = self.runs.iter().collect();
+        runs.sort_unstable_by_key(|&(id, _)| id);
+        for (_, r) in runs {
             f.completed += u64::from(r.failed == 0);
             f.turns.record(r.turns as f64);
             f.duration_ms.record(r.last_end_ms - r.first_sent_ms);
@@ -955,6 +959,28 @@ mod tests {
         let mut v: Vec<(u64, f64)> = s.iter().filter(|&(_, n)| n != 0.0).collect();
         v.sort_by_key(|&(s, _)| s);
         v
+    }
+
+    #[test]
+    fn session_figures_do_not_depend_on_the_maps_order() {
+        // 0.1 + 0.2 + 0.3 sums to 0.6 or 0.6000000000000001 by its order.
+        let figures = || {
+            let mut s = Sessions::default();
+            for (id, ms) in [("a", 0.1), ("b", 0.2), ("c", 0.3)] {
+                let r = ResultView {
+                    e2e_ms: Some(ms),
+                    ..ResultView::empty()
+                };
+                s.add(id, None, &r);
+            }
+            let f = s.figures();
+            let d = f.duration_ms.summary(&[]).expect("three sessions");
+            (d.mean, d.std)
+        };
+        let first = figures();
+        for _ in 0..20 {
+            assert_eq!(figures(), first);
+        }
     }
 
     #[test]

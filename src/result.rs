@@ -628,7 +628,7 @@ pub struct ResultView<'a> {
 }
 
 impl<'a> ResultView<'a> {
-    fn empty() -> ResultView<'a> {
+    pub(crate) fn empty() -> ResultView<'a> {
         ResultView {
             scheduled_ms: None,
             sent_ms: 0.0,
