@@ -986,11 +986,15 @@ mod tests {
     #[test]
     fn seconds_before_or_far_past_the_vector_go_to_the_map() {
         let mut s = Seconds::default();
-        s.add(100, 1.5);
-        s.add(30, 2.0);
-        s.add(1_000_000, 4.0);
-        s.add(101, 0.25);
-        s.add(100, 1.0);
+        for (second, n) in [
+            (100, 1.5),
+            (30, 2.0),
+            (1_000_000, 4.0),
+            (101, 0.25),
+            (100, 1.0),
+        ] {
+            s.add(second, n);
+        }
         assert_eq!(
             sums(&s),
             [(30, 2.0), (100, 2.5), (101, 0.25), (1_000_000, 4.0)]
