@@ -79,18 +79,7 @@ impl Parts {
 /// reader takes (3.7k instead of 5.0k for a 150-byte chunk), which matters
 /// because it runs once per streamed token.
 fn scan(b: &[u8]) -> Option<ChoicesAnswer<'_>> {
-    let mut s = read::top(b)?;
-    let mut a = Answer::default();
-    s.object(|s, key| {
-        match key {
-            b"error" => return None,
-            b"choices" => choices(s, &mut a)?,
-            b"usage" => a.usage = read::usage(s)?,
-            _ => s.skip()?,
-        }
-        Some(())
-    })?;
-    s.end().then_some(ChoicesAnswer(a))
+    read::scan(b, b"choices", choices).map(ChoicesAnswer)
 }
 
 /// `choices`, tallied into `a` when it is an array (a repeated key

@@ -71,18 +71,11 @@ impl Api for Embeddings {
 
 /// The single pass: `data` is counted, not read (its vectors are skipped).
 fn scan(b: &[u8]) -> Option<DataAnswer<'_>> {
-    let mut s = read::top(b)?;
-    let mut a = Answer::default();
-    s.object(|s, key| {
-        match key {
-            b"error" => return None,
-            b"data" => a.results = data(s)?,
-            b"usage" => a.usage = read::usage(s)?,
-            _ => s.skip()?,
-        }
+    read::scan(b, b"data", |s, a| {
+        a.results = data(s)?;
         Some(())
-    })?;
-    s.end().then_some(DataAnswer(a))
+    })
+    .map(DataAnswer)
 }
 
 /// The length of `data`, when it is an array.

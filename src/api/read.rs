@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::Usage;
+use super::{Answer, Usage};
 use crate::json::{Cursor, Grammar};
 
 /// The single pass's cursor (see the module's text).
@@ -51,13 +51,33 @@ pub fn answer<'a, T: serde::Deserialize<'a>>(
     }
 }
 
-/// The cursor at the start of a top-level object, or `None`.
-pub fn top(b: &[u8]) -> Option<Scan<'_>> {
+/// The single pass over an answer object, what every endpoint's answer
+/// has: `usage` is read, the member named `results` goes to `read_results`,
+/// any other is skipped, and an `error` member gives up (serde then reads
+/// what it says). `None` for anything else serde must look at.
+pub fn scan<'a>(
+    b: &'a [u8],
+    results: &[u8],
+    mut read_results: impl FnMut(&mut Scan<'a>, &mut Answer<'a>) -> Option<()>,
+) -> Option<Answer<'a>> {
     // With the whole text valid UTF-8, so is every string in it.
     std::str::from_utf8(b).ok()?;
     let mut s = Scan::new(b);
     s.ws();
-    (s.peek()? == b'{').then_some(s)
+    if s.peek()? != b'{' {
+        return None;
+    }
+    let mut a = Answer::default();
+    s.object(|s, key| {
+        match key {
+            b"error" => return None,
+            b"usage" => a.usage = usage(s)?,
+            k if k == results => read_results(s, &mut a)?,
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    s.end().then_some(a)
 }
 
 /// `usage`, when it is an object.
