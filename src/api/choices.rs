@@ -8,7 +8,7 @@ use serde::de::MapAccess;
 use serde_json::{Value, json};
 
 use super::read::{
-    self, Lenient, NonEmpty, Object, Scan, Text, deserialize_leniently, fields, nonempty, text,
+    self, Lenient, NonEmpty, Scan, Text, deserialize_leniently, fields, nonempty, text,
 };
 use super::{Answer, Reply};
 
@@ -139,22 +139,15 @@ deserialize_leniently!(ChoicesAnswer<'de>, Choices<'de>, Choice<'de>, Parts);
 
 impl<'de> Lenient<'de> for ChoicesAnswer<'de> {
     fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        let mut a = Answer::default();
-        fields(map, &["error", "choices", "usage"], |i, map| {
-            match i {
-                0 => a.error = read::error(map)?,
-                1 => {
-                    (a.results, a.content, a.finish_reason) = (None, false, None);
-                    if let Some(cs) = map.next_value::<Choices>()?.0 {
-                        a.results = Some(0);
-                        cs.into_iter().for_each(|c| c.tally(&mut a));
-                    }
-                }
-                _ => a.usage = map.next_value::<Object<super::Usage>>()?.0,
+        read::answer_members(map, "choices", |map, a| {
+            (a.results, a.content, a.finish_reason) = (None, false, None);
+            if let Some(cs) = map.next_value::<Choices>()?.0 {
+                a.results = Some(0);
+                cs.into_iter().for_each(|c| c.tally(a));
             }
             Ok(())
-        })?;
-        Ok(ChoicesAnswer(a))
+        })
+        .map(ChoicesAnswer)
     }
 }
 

@@ -7,8 +7,8 @@
 use serde::de::MapAccess;
 use serde_json::{Value, json};
 
-use super::read::{self, Lenient, Object, Scan, deserialize_leniently, fields};
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, Usage};
+use super::read::{self, Lenient, Scan, deserialize_leniently};
+use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply};
 use crate::error::FieldError;
 
 pub struct Embeddings;
@@ -104,16 +104,11 @@ deserialize_leniently!(DataAnswer<'de>, Data);
 
 impl<'de> Lenient<'de> for DataAnswer<'de> {
     fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        let mut a = Answer::default();
-        fields(map, &["error", "data", "usage"], |i, map| {
-            match i {
-                0 => a.error = read::error(map)?,
-                1 => a.results = map.next_value::<Data>()?.0,
-                _ => a.usage = map.next_value::<Object<Usage>>()?.0,
-            }
+        read::answer_members(map, "data", |map, a| {
+            a.results = map.next_value::<Data>()?.0;
             Ok(())
-        })?;
-        Ok(DataAnswer(a))
+        })
+        .map(DataAnswer)
     }
 }
 

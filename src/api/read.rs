@@ -260,11 +260,30 @@ pub(super) use deserialize_leniently;
 
 deserialize_leniently!(Object<Usage>, Object<Details>, NonEmpty, Count, Text<'de>);
 
+/// `scan`'s reading, for serde: `error` and `usage` read, the member named
+/// `results` given to `read_results`, any other skipped.
+pub fn answer_members<'de, A: MapAccess<'de>>(
+    map: A,
+    results: &str,
+    mut read_results: impl FnMut(&mut A, &mut Answer<'de>) -> Result<(), A::Error>,
+) -> Result<Answer<'de>, A::Error> {
+    let mut a = Answer::default();
+    fields(map, &["error", results, "usage"], |i, map| {
+        match i {
+            0 => a.error = error(map)?,
+            1 => read_results(map, &mut a)?,
+            _ => a.usage = map.next_value::<Object<Usage>>()?.0,
+        }
+        Ok(())
+    })?;
+    Ok(a)
+}
+
 /// Read an object: `field` is called with the position in `names` of each
 /// key found there and must read its value; other values are skipped.
 pub fn fields<'de, A: MapAccess<'de>>(
     mut map: A,
-    names: &'static [&'static str],
+    names: &[&str],
     mut field: impl FnMut(usize, &mut A) -> Result<(), A::Error>,
 ) -> Result<(), A::Error> {
     while let Some(known) = map.next_key_seed(KeySeed(names))? {
@@ -279,9 +298,9 @@ pub fn fields<'de, A: MapAccess<'de>>(
 }
 
 /// A key, as its position in a list of names (no copy of the key is made).
-struct KeySeed(&'static [&'static str]);
+struct KeySeed<'n>(&'n [&'n str]);
 
-impl<'de> DeserializeSeed<'de> for KeySeed {
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
     type Value = Option<usize>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
@@ -290,7 +309,7 @@ impl<'de> DeserializeSeed<'de> for KeySeed {
     }
 }
 
-impl Visitor<'_> for KeySeed {
+impl Visitor<'_> for KeySeed<'_> {
     type Value = Option<usize>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
