@@ -658,12 +658,17 @@ impl Seconds {
     }
 
     /// Each second given a sum (and some seconds between them, at 0), with
-    /// its sum; not in order.
+    /// its sum, in order: the map's seconds before the vector, the vector's,
+    /// the map's after it. (The map holds none within the vector; before
+    /// the first sum both are empty.)
     pub fn iter(&self) -> impl Iterator<Item = (u64, f64)> + '_ {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let last = self.base + (self.dense.len() as u64).saturating_sub(1);
+        let map = |(&s, &v): (&u64, &f64)| (s, v);
         let dense = self.dense.iter().enumerate();
-        dense
-            .map(|(i, &v)| (self.base + i as u64, v))
-            .chain(self.sparse.iter().map(|(&s, &v)| (s, v)))
+        (self.sparse.range(..self.base).map(map))
+            .chain(dense.map(|(i, &v)| (self.base + i as u64, v)))
+            .chain(self.sparse.range((Excluded(last), Unbounded)).map(map))
     }
 }
 
@@ -954,11 +959,9 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// The seconds given a sum other than 0, in order.
+    /// The seconds given a sum other than 0, in `iter`'s order.
     fn sums(s: &Seconds) -> Vec<(u64, f64)> {
-        let mut v: Vec<(u64, f64)> = s.iter().filter(|&(_, n)| n != 0.0).collect();
-        v.sort_by_key(|&(s, _)| s);
-        v
+        s.iter().filter(|&(_, n)| n != 0.0).collect()
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! Large runs are thinned for drawing per pixel column, keeping each
 //! column's minimum and maximum, so spikes are never dropped.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use plotters::coord::Shift;
@@ -13,7 +12,7 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::metrics::token_arrivals;
+use crate::metrics::{Seconds, token_arrivals};
 use crate::result::{ResultView, Status};
 
 /// Width of the picture, pixels; also the number of columns points are
@@ -39,8 +38,8 @@ pub struct Series {
     points: Vec<Point>,
     errors: Vec<(f32, f32)>,
     /// Output tokens per second of the run (from time 0), as the summary's
-    /// peak counts them; sparse.
-    tokens_per_second: BTreeMap<u64, f64>,
+    /// peak counts them.
+    tokens_per_second: Seconds,
 }
 
 impl Series {
@@ -76,7 +75,7 @@ impl Series {
         });
         let seconds = &mut self.tokens_per_second;
         token_arrivals(r, itl, |t, n| {
-            *seconds.entry((t.max(0.0) / 1000.0) as u64).or_insert(0.0) += n;
+            seconds.add((t.max(0.0) / 1000.0) as u64, n);
         });
     }
 }
@@ -97,7 +96,7 @@ pub fn time_buckets(t_end: f64) -> (u64, usize) {
 pub fn tokens_series(run: &Series, t_end: f64) -> Vec<(f64, f64)> {
     let (width, count) = time_buckets(t_end);
     let mut sums = vec![0f64; count];
-    for (&second, &n) in &run.tokens_per_second {
+    for (second, n) in run.tokens_per_second.iter() {
         if let Some(slot) = sums.get_mut((second / width) as usize) {
             *slot += n;
         }
