@@ -22,7 +22,8 @@
 //!   the simulated server as a library ([`simulator`]), and a server's own
 //!   metrics ([`server_metrics`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
-//!   diagnostics ([`cli`], [`error`], [`panics`]), JSON scanning
+//!   diagnostics ([`cli`], [`error`], [`panics`]), a filter's record loop
+//!   ([`filter`]), JSON scanning
 //!   ([`json`]), time and numbers ([`time`], [`duration`], [`text`],
 //!   [`hash`]), spreadsheets ([`xlsx`]).
 //!
@@ -61,6 +62,7 @@ pub mod tokenizer;
 pub mod cli;
 pub mod duration;
 pub mod error;
+pub mod filter;
 pub mod hash;
 pub mod io;
 pub mod json;

@@ -217,7 +217,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             tile(&records, until, &mut out)?;
             read
         }
-        None => record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, _| {
+        None => crate::filter::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, _| {
             fixed_prompts += u64::from(transform(rec, args, &mut plan)?);
             Ok(Edit::Changed)
         })?,
@@ -424,7 +424,7 @@ fn read_all(
     mut edit: impl FnMut(&mut Record, u64) -> Result<Edit, FieldError>,
 ) -> Result<(u64, Vec<Record<'static>>)> {
     let mut records = Vec::new();
-    let read = record::for_each(lines, skipper, |skipper, mut rec, _, loc, index| {
+    let read = crate::filter::for_each(lines, skipper, |skipper, mut rec, _, loc, index| {
         let checked = edit(&mut rec, index).and_then(|_| {
             // Checked here, where the line is known, not when copied.
             rec.timestamp()?;

@@ -6,7 +6,7 @@ use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
 use crate::error::Result;
 use crate::io::{self, Lines, Output};
 use crate::prompts::{DEFAULT_SEED, PromptForm, add_prompt, synthesizer};
-use crate::record::{self, DEFAULT_BLOCK_SIZE, Edit};
+use crate::record::{DEFAULT_BLOCK_SIZE, Edit};
 use crate::tokenizer::{self};
 
 const EXAMPLES: &str = "\
@@ -109,7 +109,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut lines = Lines::new(&inputs);
     let mut out = Output::open(args.output.output.as_deref())?;
     let mut skipper = Skipper::new(&args.skip_invalid);
-    let read = record::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, key| {
+    let read = crate::filter::rewrite_each(&mut lines, &mut out, &mut skipper, |rec, key| {
         Ok(match add_prompt(rec, &synth, form, key)? {
             true => Edit::Changed,
             false => Edit::Unchanged,
