@@ -176,7 +176,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
         } else {
             String::new()
         };
-        plot::write(
+        super::html::write_plot(
             path,
             &plot_runs,
             &super::plot_options(args),

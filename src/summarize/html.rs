@@ -9,9 +9,12 @@
 //! JSON blob with [`script_json`], and the script writes it with
 //! `textContent` and `setAttribute` only.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
-use super::plot::Figure;
+use super::plot::{self, Figure};
+use crate::error::{Error, Result};
 
 /// What the page says besides the plots.
 #[derive(Clone, Debug, Default)]
@@ -278,6 +281,23 @@ pub fn render(fig: &Figure, page: &Page) -> String {
         summary = markdown_html(&page.summary),
         data = script_json(&figure_json(fig)),
     )
+}
+
+/// Draw `runs` to `path`: SVG, or with a `.html` name the web page of
+/// `page`.
+pub fn write_plot(
+    path: &Path,
+    runs: &[plot::Series],
+    opts: &plot::PlotOptions,
+    server: &plot::ServerSeries,
+    page: &Page,
+) -> Result<()> {
+    let text = if plot::is_html(path) {
+        render(&plot::figure(runs, opts, server, plot::PAGE_COLUMNS), page)
+    } else {
+        plot::svg(runs, opts, server)?
+    };
+    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
 }
 
 #[cfg(test)]

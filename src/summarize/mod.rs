@@ -430,7 +430,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 summary.push_str(&server::to_text(server, true));
             }
         }
-        plot::write(
+        html::write_plot(
             path,
             &runs,
             &plot_options(args),

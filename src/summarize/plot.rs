@@ -398,23 +398,11 @@ pub fn figure(
     }
 }
 
-/// Draw `runs` to `path`: SVG, or with a `.html` name the web page of
-/// `page` (see `html`).
-pub fn write(
-    path: &Path,
-    runs: &[Series],
-    opts: &PlotOptions,
-    server: &ServerSeries,
-    page: &super::html::Page,
-) -> Result<()> {
-    let text = if is_html(path) {
-        super::html::render(&figure(runs, opts, server, PAGE_COLUMNS), page)
-    } else {
-        let mut svg = String::new();
-        draw(&mut svg, &figure(runs, opts, server, WIDTH as usize))?;
-        svg
-    };
-    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
+/// The SVG picture of `runs`.
+pub fn svg(runs: &[Series], opts: &PlotOptions, server: &ServerSeries) -> Result<String> {
+    let mut svg = String::new();
+    draw(&mut svg, &figure(runs, opts, server, WIDTH as usize))?;
+    Ok(svg)
 }
 
 /// Room right of each panel's data area for its legend, pixels.
