@@ -23,9 +23,9 @@
 //!   metrics ([`server_metrics`]).
 //! - **The ground**: input and output ([`io`]), the CLI spine and
 //!   diagnostics ([`cli`], [`error`], [`panics`]), a filter's record loop
-//!   ([`filter`]), JSON scanning
-//!   ([`json`]), time and numbers ([`time`], [`duration`], [`text`],
-//!   [`hash`]), spreadsheets ([`xlsx`]).
+//!   ([`filter`]), JSON scanning ([`json`]), time and numbers ([`time`],
+//!   [`duration`], [`text`], [`hash`]), table cells ([`cell`]) and
+//!   spreadsheets ([`xlsx`]).
 //!
 //! The record formats and conventions are described in `man/tracekit.7`.
 
@@ -59,6 +59,7 @@ pub mod timestamps;
 pub mod tokenizer;
 
 // The ground.
+pub mod cell;
 pub mod cli;
 pub mod duration;
 pub mod error;
