@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::result::{ResultView, Status};
+use crate::result::{Labels, ResultRecord, ResultView, Status};
 pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
 
 /// Differences between what was asked and what the server reported
@@ -945,6 +945,61 @@ pub fn token_arrivals(r: &ResultView, itl: &[f64], mut at: impl FnMut(f64, f64))
             }
         }
         None => at(r.sent_ms + r.e2e_ms.unwrap_or(0.0), tokens as f64),
+    }
+}
+
+/// Fold one result into `agg`: its figures and, for a result of a
+/// session (`session`: its `session_id` and `turn`), its session's. The
+/// one fold of results: trace-summarize folds each line it reads through
+/// it (with [`session_of`]), trace-sweep each result of a run as it comes
+/// (with [`view_of`]).
+pub fn fold(
+    agg: &mut Aggregate,
+    r: &ResultView,
+    itl: &[f64],
+    session: Option<(&str, Option<u64>)>,
+    opts: &FoldOptions,
+) {
+    agg.add(r, itl, opts);
+    if let (false, Some((session, turn))) = (r.warmup, session) {
+        agg.sessions.add(session, turn, r);
+    }
+}
+
+/// A result line's `session_id` and `turn`, when it has a session. Only
+/// lines that name one are read again, which keeps the common path as
+/// it is.
+pub fn session_of(line: &str) -> Option<(String, Option<u64>)> {
+    memchr::memmem::find(line.as_bytes(), b"\"session_id\"")?;
+    let [session, turn] = crate::json::peek(line, ["session_id", "turn"])?;
+    let session = crate::record::string("session_id", session?)
+        .ok()?
+        .into_owned();
+    let turn = turn.and_then(|t| crate::record::integer("turn", t).ok());
+    Some((session, turn))
+}
+
+/// A result record as its line reads for the fold (its gaps are
+/// `r.measure.itl_ms`): what a results file gives, without writing and
+/// reading it.
+pub fn view_of(r: &ResultRecord) -> ResultView<'_> {
+    let m = &r.measure;
+    ResultView {
+        scheduled_ms: Some(r.scheduled_ms),
+        sent_ms: r.sent_ms,
+        ttft_ms: m.ttft_ms,
+        first_chunk_ms: m.first_chunk_ms,
+        e2e_ms: m.e2e_ms,
+        itl_ms: None,
+        input_length: r.input_length,
+        output_length: r.output_length,
+        prompt_tokens: m.prompt_tokens,
+        completion_tokens: m.completion_tokens,
+        cached_tokens: m.cached_tokens,
+        status: m.status,
+        http_status: m.http_status,
+        warmup: r.warmup,
+        labels: Labels::default(),
     }
 }
 

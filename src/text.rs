@@ -1,5 +1,5 @@
 //! Small text helpers every layer uses: numbers of milliseconds as output
-//! writes them, and plurals in messages.
+//! writes them, plurals in messages, messages on one line.
 
 /// Format milliseconds for output: rounded to the microsecond, no
 /// trailing zeros, an integer when whole.
@@ -18,6 +18,21 @@ pub fn format_ms(ms: f64) -> String {
 /// "s" unless `n == 1`.
 pub fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// A message on one line, short (300 bytes at most), for a result's
+/// `error` field.
+pub fn one_line(msg: &str) -> String {
+    let mut s: String = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.len() > 300 {
+        let mut cut = 300;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
 }
 
 #[cfg(test)]

@@ -9,17 +9,17 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_util::FutureExt;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::Shared;
 use super::abort::{Context, FailWatch, Fate};
-use super::args::Args;
+use super::clock::{Clock, SPIN};
 use super::conversation::{self, Kept, Parent, Transcript};
 use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read};
 use super::internal::{self, Stage};
 use super::output::Results;
+use super::plan::Plan;
 use super::request::Prepared;
 use super::schedule::{Completed, Pace, Schedule};
-use super::timer::Timer;
+use super::shared::{Control, Shared};
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::result::{Measure, ResultRecord, Status, round_us};
@@ -31,31 +31,8 @@ use crate::stats::Dist;
 /// Their dependencies all come before them, so the wait always drains.
 pub(super) const MAX_WAITING: usize = 16 * READ_AHEAD;
 
-/// The dispatcher sleeps until this long before a request is due, then
-/// spins: a sleeping thread wakes some microseconds late.
-pub(super) const SPIN: Duration = Duration::from_micros(20);
-
 /// Unknown `after` ids warned of one by one; the rest are counted at the end.
 pub(super) const MAX_UNKNOWN_WARNINGS: u64 = 10;
-
-/// What the runtime's tasks and the signal handler tell the dispatcher.
-pub(super) enum Control {
-    /// A request completed.
-    Done {
-        key: u64,
-        id: Option<String>,
-        session: Option<String>,
-        /// Its conversation, for the turns that may continue it, and the
-        /// conversation's length in tokens.
-        conversation: Option<(Vec<u8>, u64)>,
-        at: Instant,
-        lag_ms: f64,
-        warmup: bool,
-        fate: Fate,
-    },
-    /// Stop sending (Ctrl-C, or the output closed).
-    Stop,
-}
 
 /// How long a wait of the dispatcher may last.
 pub(super) enum Until {
@@ -77,23 +54,55 @@ pub(super) enum Woken {
 /// the same thread as the requests' tasks, so a send needs no handover
 /// between threads and one wakeup can serve a due request and the responses
 /// that arrived meanwhile.
-pub(super) struct Dispatcher<'a> {
-    pub(super) args: &'a Args,
-    pub(super) shared: Arc<Shared>,
-    pub(super) target: Arc<Target>,
-    pub(super) results: Results,
-    pub(super) control: UnboundedReceiver<Control>,
+pub(super) struct Dispatcher<'a, C> {
+    plan: &'a Plan,
+    shared: Arc<Shared>,
+    target: Arc<Target>,
+    results: Results,
+    control: UnboundedReceiver<Control>,
     /// `None` once the run stopped reading (--duration).
-    pub(super) records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
+    records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
     /// Records received and not yet taken.
-    pub(super) unread: VecDeque<Read>,
+    unread: VecDeque<Read>,
     /// Records taken, until they are sent.
-    pub(super) schedule: Schedule<Prepared>,
-    pub(super) reader_done: bool,
+    schedule: Schedule<Prepared>,
+    reader_done: bool,
     /// The reader sent its last record and closed its channel (it is
     /// about to end, and can be waited for).
-    pub(super) input_ended: bool,
-    pub(super) timer: Timer,
+    input_ended: bool,
+    /// The run's clock: every due instant and wait is on it.
+    clock: C,
+    /// A record that stopped the run.
+    failure: Option<Error>,
+    lag: Dist,
+    /// Requests sent more than 5 ms after they were due.
+    late: u64,
+    /// `after` ids that named no earlier record.
+    unknown_after: u64,
+    /// Conversations later delta turns may continue.
+    kept: Kept,
+    /// Delta turns whose conversation was not kept.
+    lost_parents: u64,
+    /// --live-answers turns whose `input_length` is shorter than their
+    /// session's history.
+    short_turns: u64,
+    /// Start of the run (of the warmup, before it).
+    origin: Instant,
+    /// --abort-after.
+    watch: FailWatch,
+    /// Why the run stopped early, when it did: the advice for the final line.
+    aborted: Option<String>,
+    /// Requests whose task has not reported yet (warmup ones too).
+    tasks: usize,
+    /// The record being taken into the schedule, while it is: should that
+    /// panic, its result is written from this.
+    taking: Option<u64>,
+    /// A request whose launch panicked before its task owned it.
+    dropped: Option<(f64, bool, Prepared)>,
+}
+
+/// What a dispatcher leaves when it is done: what the run's end reports.
+pub(super) struct Dispatched {
     /// A record that stopped the run.
     pub(super) failure: Option<Error>,
     pub(super) lag: Dist,
@@ -101,32 +110,70 @@ pub(super) struct Dispatcher<'a> {
     pub(super) late: u64,
     /// `after` ids that named no earlier record.
     pub(super) unknown_after: u64,
-    /// Conversations later delta turns may continue.
-    pub(super) kept: Kept,
-    /// Delta turns whose conversation was not kept.
-    pub(super) lost_parents: u64,
-    /// --live-answers turns whose `input_length` is shorter than their
-    /// session's history.
+    /// --live-answers turns shorter than their session's history.
     pub(super) short_turns: u64,
-    /// Start of the run (of the warmup, before it).
-    pub(super) origin: Instant,
-    /// --abort-after.
-    pub(super) watch: FailWatch,
-    /// Why the run stopped early, when it did: the advice for the final line.
+    /// Why the run stopped early, when it did.
     pub(super) aborted: Option<String>,
-    /// Requests whose task has not reported yet (warmup ones too).
-    pub(super) tasks: usize,
-    /// The record being taken into the schedule, while it is: should that
-    /// panic, its result is written from this.
-    pub(super) taking: Option<u64>,
-    /// A request whose launch panicked before its task owned it.
-    pub(super) dropped: Option<(f64, bool, Prepared)>,
+    /// The reader closed its channel: every record was read.
+    pub(super) input_ended: bool,
 }
 
-impl Dispatcher<'_> {
+impl<'a, C: Clock> Dispatcher<'a, C> {
+    /// A dispatcher for `plan`, sending to `target` the records the reader
+    /// hands over on `records`, its results to `results`, on `clock`.
+    pub(super) fn new(
+        plan: &'a Plan,
+        shared: Arc<Shared>,
+        target: Arc<Target>,
+        results: Results,
+        control: UnboundedReceiver<Control>,
+        records: tokio::sync::mpsc::Receiver<Vec<Read>>,
+        clock: C,
+    ) -> Dispatcher<'a, C> {
+        Dispatcher {
+            plan,
+            shared,
+            target,
+            results,
+            control,
+            records: Some(records),
+            unread: VecDeque::new(),
+            schedule: Schedule::new(plan.pacing.pace),
+            reader_done: false,
+            input_ended: false,
+            origin: clock.now(),
+            clock,
+            failure: None,
+            lag: Dist::default(),
+            late: 0,
+            unknown_after: 0,
+            kept: Kept::default(),
+            lost_parents: 0,
+            short_turns: 0,
+            watch: FailWatch::new(plan.limits.abort_after),
+            aborted: None,
+            tasks: 0,
+            taking: None,
+            dropped: None,
+        }
+    }
+
+    /// What the run's end reports; the results' channel is closed.
+    pub(super) fn end(self) -> Dispatched {
+        Dispatched {
+            failure: self.failure,
+            lag: self.lag,
+            late: self.late,
+            unknown_after: self.unknown_after,
+            short_turns: self.short_turns,
+            aborted: self.aborted,
+            input_ended: self.input_ended,
+        }
+    }
+
     /// Run to the end; `Ok(true)` when interrupted.
     pub(super) async fn run(&mut self, run_start: &OnceLock<Instant>) -> Result<bool> {
-        let pace = pace(self.args);
+        let pace = self.plan.pacing.pace;
         self.warm_up(pace).await?;
         if self.shared.stopping.load(Ordering::SeqCst) {
             self.cancel_rest().await;
@@ -158,13 +205,13 @@ impl Dispatcher<'_> {
             }
             return Err(self.failure.take().expect("just checked"));
         }
-        if let Some(at) = self.args.start_at {
+        if let Some(at) = self.plan.pacing.start_at {
             self.wait_for_start(at).await?;
         }
-        let start = Instant::now();
+        let start = self.clock.now();
         self.origin = start;
         let _ = run_start.set(start);
-        let duration = self.args.duration;
+        let duration = self.plan.pacing.duration_ms;
         loop {
             while self.schedule.queued() < READ_AHEAD
                 && self.schedule.waiting() < MAX_WAITING
@@ -176,7 +223,7 @@ impl Dispatcher<'_> {
             if self.shared.stopping.load(Ordering::SeqCst) || self.failure.is_some() {
                 break;
             }
-            let now_ms = ms_between(start, Instant::now());
+            let now_ms = ms_between(start, self.clock.now());
             if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
                 self.stop_reading();
             }
@@ -192,7 +239,7 @@ impl Dispatcher<'_> {
                 }
                 Some(due) => {
                     let due_at = start + Duration::from_secs_f64(due.max(0.0) / 1000.0);
-                    if due_at > Instant::now() + SPIN {
+                    if due_at > self.clock.now() + SPIN {
                         // Completions wake the wait only when one may make
                         // a request due sooner (a session turn, a cap);
                         // otherwise they are counted at the next wake, and
@@ -203,10 +250,8 @@ impl Dispatcher<'_> {
                         self.on_wake(woken);
                         continue;
                     }
-                    while Instant::now() < due_at {
-                        std::hint::spin_loop();
-                    }
-                    let now_ms = ms_between(start, Instant::now());
+                    self.clock.sleep_until(due_at).await;
+                    let now_ms = ms_between(start, self.clock.now());
                     while let Some((due, req)) = self.schedule.pop_due(now_ms) {
                         if duration.is_some_and(|d| due >= d) {
                             // Due after the end: left out, like --limit.
@@ -253,10 +298,10 @@ impl Dispatcher<'_> {
                 )
             });
         }
-        let until = Instant::now() + wait;
-        while !self.shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
-            let step = until.min(Instant::now() + Duration::from_millis(50));
-            self.timer.sleep_until(step).await;
+        let until = self.clock.now() + wait;
+        while !self.shared.stopping.load(Ordering::SeqCst) && self.clock.now() < until {
+            let step = until.min(self.clock.now() + Duration::from_millis(50));
+            self.clock.sleep_until(step).await;
         }
         Ok(())
     }
@@ -272,7 +317,7 @@ impl Dispatcher<'_> {
         let Dispatcher {
             control,
             records,
-            timer,
+            clock,
             shared,
             ..
         } = self;
@@ -288,10 +333,11 @@ impl Dispatcher<'_> {
                 }
             } => Woken::Records(r),
             () = async {
-                match until {
-                    Until::Precise(at) => timer.sleep_until(at).await,
-                    Until::About(d) => tokio::time::sleep(d).await,
-                }
+                let at = match until {
+                    Until::Precise(at) => at,
+                    Until::About(d) => clock.now() + d,
+                };
+                clock.sleep_until(at).await
             } => Woken::Timer,
         }
     }
@@ -310,7 +356,7 @@ impl Dispatcher<'_> {
     /// and wait for their answers.
     pub(super) async fn warm_up(&mut self, pace: Pace) -> Result<()> {
         let cap = pace.max_in_flight().unwrap_or(usize::MAX);
-        let mut left = self.args.warmup;
+        let mut left = self.plan.warmup;
         while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
             if self.tasks >= cap {
                 if let Some(c) = self.control.recv().await {
@@ -473,18 +519,15 @@ impl Dispatcher<'_> {
         if !self.watch.watching() || self.shared.stopping.load(Ordering::SeqCst) {
             return;
         }
-        let args = self.args;
+        let plan = self.plan;
         let url = super::preflight::redacted(self.target.url.as_str());
         // Built only when the run stops.
         let cx = || Context {
-            key_env: &args.api_key_env,
-            key_set: std::env::var(&args.api_key_env).is_ok_and(|k| !k.is_empty()),
-            auth_header: args.headers.iter().any(|h| {
-                h.split_once(':')
-                    .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
-            }),
+            key_env: &plan.target.api_key_env,
+            key_set: std::env::var(&plan.target.api_key_env).is_ok_and(|k| !k.is_empty()),
+            auth_header: plan.target.auth_given,
             url: &url,
-            model: args.model.as_deref(),
+            model: plan.body.model.as_deref(),
         };
         let Some(abort) = self.watch.observe(fate, cx) else {
             return;
@@ -498,7 +541,7 @@ impl Dispatcher<'_> {
 
     /// `K/N` for results of a shard.
     pub(super) fn shard_label(&self) -> Option<String> {
-        self.args.shard.map(|(k, n)| format!("{k}/{n}"))
+        self.plan.pacing.shard.map(|(k, n)| format!("{k}/{n}"))
     }
 
     /// Start one request; its task runs as soon as the dispatcher waits.
@@ -711,7 +754,7 @@ impl Dispatcher<'_> {
 
     /// A `cancelled` result for a request never sent.
     pub(super) fn unsent(&self, req: Prepared, due: Option<f64>, warmup: bool) {
-        let now = ms_between(self.origin, Instant::now());
+        let now = ms_between(self.origin, self.clock.now());
         let mut r = skeleton(
             &req,
             round_us(due.unwrap_or(now)),
@@ -765,7 +808,7 @@ impl Dispatcher<'_> {
     }
 }
 
-impl Dispatcher<'_> {
+impl<C: Clock> Dispatcher<'_, C> {
     /// After the dispatcher panicked (`what`, described): stop at once,
     /// write a result for every record taken on and not yet answered, as
     /// an `error` naming the internal error, and wait for the requests in
@@ -799,7 +842,7 @@ impl Dispatcher<'_> {
         self.unread.clear();
         if let Some(index) = self.taking.take() {
             // Lost inside the schedule: its index at least.
-            let now = round_us(ms_between(self.origin, Instant::now()));
+            let now = round_us(ms_between(self.origin, self.clock.now()));
             self.results.send(ResultRecord {
                 index,
                 scheduled_ms: now,
@@ -846,18 +889,6 @@ pub(super) fn clock_synchronized() -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         true
-    }
-}
-
-/// How the run is paced: open loop, or closed with `--concurrency`.
-pub(super) fn pace(args: &Args) -> Pace {
-    match (args.concurrency, args.max_concurrency) {
-        (Some(n), _) => Pace::Closed {
-            workers: n as usize,
-        },
-        (None, m) => Pace::Open {
-            max_in_flight: m.map(|m| m as usize),
-        },
     }
 }
 

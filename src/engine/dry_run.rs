@@ -2,13 +2,13 @@
 
 use serde_json::json;
 
-use super::args::Args;
-use super::feed::Feed;
-use super::request::{BodyOptions, Prepared};
-use super::schedule::{Pace, Plan, Schedule};
-use crate::cli::{self, Outcome};
+use super::feed::{Feed, Records};
+use super::plan::Plan;
+use super::request::Prepared;
+use super::schedule::{self, Pace, Schedule};
+use crate::cli;
 use crate::error::Result;
-use crate::io::{InputSpec, Output};
+use crate::io::Output;
 use crate::result::round_us;
 
 /// --dry-run: the schedule as JSON lines, nothing sent. Each record goes
@@ -16,14 +16,18 @@ use crate::result::round_us;
 /// is printed is what the run decides: due at a time, or after the
 /// records it waits for. Warmup records, sent before the clock starts,
 /// are not in it.
-pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> Result<Outcome> {
-    let mut out = Output::open(args.output.output.as_deref())?;
-    let mut feed = Feed::new(args, inputs, opts);
-    let mut schedule: Schedule<Prepared> = Schedule::new(match args.concurrency {
-        Some(workers) => Pace::Closed {
-            workers: workers as usize,
-        },
-        None => Pace::Open {
+pub fn dry_run(plan: &Plan, records: impl Records, output: Option<&std::path::Path>) -> Result<()> {
+    let api_key = std::env::var(&plan.target.api_key_env).ok();
+    cli::hide_secrets(super::exchange::secrets(
+        &plan.target.headers,
+        None,
+        api_key,
+    ));
+    let mut out = Output::open(output)?;
+    let mut feed = Feed::new(plan, records);
+    let mut schedule: Schedule<Prepared> = Schedule::new(match plan.pacing.pace {
+        Pace::Closed { workers } => Pace::Closed { workers },
+        Pace::Open { .. } => Pace::Open {
             max_in_flight: None,
         },
     });
@@ -50,10 +54,10 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
         if warmup {
             about.insert("warmup".into(), json!(true));
         }
-        let plan = if warmup {
+        let planned = if warmup {
             None
         } else {
-            if !origin_set && args.shard.is_some() {
+            if !origin_set && plan.pacing.shard.is_some() {
                 if let Some(ts) = feed.first_timestamp {
                     schedule.set_origin(ts);
                 }
@@ -61,7 +65,7 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             origin_set = true;
             req.body = bytes::Bytes::new();
             req.synthesized = None;
-            let plan = schedule.push(req);
+            let planned = schedule.push(req);
             for u in schedule.take_unknown() {
                 cli::warn(format!(
                     "record {}: `after` names `{}`, which no earlier record of this run has \
@@ -76,14 +80,15 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             while schedule.pop_due(f64::INFINITY).is_some() {
                 schedule.complete(None, 0.0);
             }
-            Some(plan)
+            Some(planned)
         };
-        let scheduled = match &plan {
-            Some(Plan::At(at)) => Some(*at),
+        let scheduled = match &planned {
+            Some(schedule::Plan::At(at)) => Some(*at),
             _ => None,
         };
-        if args
-            .duration
+        if plan
+            .pacing
+            .duration_ms
             .is_some_and(|d| scheduled.is_some_and(|s| s >= d))
         {
             break;
@@ -93,11 +98,11 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
             "scheduled_ms": scheduled.map(round_us),
         });
         let m = line.as_object_mut().expect("an object");
-        match plan {
-            Some(Plan::AfterTurn { delay }) => {
+        match planned {
+            Some(schedule::Plan::AfterTurn { delay }) => {
                 m.insert("after_previous_turn_ms".into(), json!(delay));
             }
-            Some(Plan::AfterIds { ids, delay }) => {
+            Some(schedule::Plan::AfterIds { ids, delay }) => {
                 m.insert("after".into(), json!(ids));
                 m.insert("after_ms".into(), json!(delay));
             }
@@ -109,6 +114,5 @@ pub(super) fn dry_run(args: &Args, inputs: &[InputSpec], opts: &BodyOptions) -> 
     for w in feed.unit_warnings.take().unwrap_or_default() {
         cli::warn(w);
     }
-    out.finish()?;
-    Ok(Outcome::Success)
+    out.finish()
 }

@@ -14,6 +14,7 @@ use super::request::Prepared;
 use super::sse::SseParser;
 use crate::api::{Answer, Endpoint};
 use crate::result::{Measure, ResultRecord, Status, round_us};
+use crate::text::one_line;
 
 /// Everything a request needs besides its body.
 #[derive(Debug)]
@@ -143,20 +144,6 @@ impl Reading {
             }
         }
     }
-}
-
-/// A message on one line, short, for the `error` field.
-pub fn one_line(msg: &str) -> String {
-    let mut s: String = msg.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.len() > 300 {
-        let mut cut = 300;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
 }
 
 /// The failure of a request that never got a response, described without

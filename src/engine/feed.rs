@@ -7,18 +7,97 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::Shared;
-use super::args::Args;
 use super::conversation::Parent;
 use super::internal::{self, Stage};
-use super::request::{self, BodyOptions, PrepareError, Prepared, PromptSource};
-use crate::cli::Skipper;
-use crate::error::{Error, Result};
+use super::plan::Plan;
+use super::request::{self, PrepareError, Prepared, PromptSource};
+use super::shared::Shared;
+use crate::cli::{SkipArgs, Skipper};
+use crate::error::{Error, Location, Result};
 use crate::io::{InputSpec, Lines};
 use crate::prompts::Synthesizer;
-use crate::record::Record;
+use crate::record::{Record, Speedup};
 use crate::shard::Dealer;
 use crate::timestamps::UnitEvidence;
+
+/// Where a run's records come from, in order: a trace's lines
+/// ([`TraceLines`]), records in memory ([`InMemory`]), or any adapter
+/// over them. Read on a thread of its own, ahead of the schedule.
+pub trait Records: Send + 'static {
+    /// The next record and where it is from; `None` at the end. The outer
+    /// error is input that cannot be read (it stops the run); the inner
+    /// one a record that does not read (skipped with `skip_invalid`).
+    #[allow(clippy::type_complexity)]
+    fn next_record(&mut self) -> Result<Option<(Location, Result<Record<'_>>)>>;
+
+    /// How long the schedule runs, ms, judged before the run (for the
+    /// progress bar until the whole input is read); `None` when unknown.
+    fn span_estimate(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// The records of trace files (or standard input), one JSON object a
+/// line.
+pub struct TraceLines {
+    inputs: Vec<InputSpec>,
+    lines: Lines,
+}
+
+impl TraceLines {
+    /// The trace in `files` (none, or `-`: standard input).
+    pub fn open(files: &[String]) -> Result<TraceLines> {
+        let inputs = crate::io::input_specs(files)?;
+        let lines = Lines::new(&inputs);
+        Ok(TraceLines { inputs, lines })
+    }
+}
+
+impl Records for TraceLines {
+    fn next_record(&mut self) -> Result<Option<(Location, Result<Record<'_>>)>> {
+        Ok(self.lines.next_line()?.map(|(loc, line)| {
+            let rec = Record::parse_at(line, &loc);
+            (loc, rec)
+        }))
+    }
+
+    fn span_estimate(&self) -> Option<f64> {
+        super::progress::estimate_span(&self.inputs)
+    }
+}
+
+/// Records in memory (a vector's, an iterator's), numbered from 1 as
+/// the lines of `<memory>`.
+pub struct InMemory<I> {
+    records: I,
+    line: u64,
+    source: std::sync::Arc<str>,
+}
+
+impl<I: Iterator<Item = Record<'static>>> InMemory<I> {
+    pub fn new(records: impl IntoIterator<IntoIter = I>) -> InMemory<I> {
+        InMemory {
+            records: records.into_iter(),
+            line: 0,
+            source: "<memory>".into(),
+        }
+    }
+}
+
+impl<I: Iterator<Item = Record<'static>> + Send + 'static> Records for InMemory<I> {
+    fn next_record(&mut self) -> Result<Option<(Location, Result<Record<'_>>)>> {
+        let Some(rec) = self.records.next() else {
+            return Ok(None);
+        };
+        self.line += 1;
+        let loc = Location {
+            source: self.source.clone(),
+            line: self.line,
+            column: None,
+        };
+        Ok(Some((loc, Ok(rec))))
+    }
+}
 
 /// Records read ahead of the schedule (bodies built, prompts synthesized).
 pub(super) const READ_AHEAD: usize = 1024;
@@ -32,19 +111,15 @@ const UNIT_SAMPLE: u64 = READ_AHEAD as u64;
 
 /// The synthesizer, loaded on first need.
 pub(super) struct LazyPrompts<'a> {
-    args: &'a Args,
+    plan: &'a Plan,
     synth: Option<Synthesizer>,
 }
 
 impl PromptSource for LazyPrompts<'_> {
     fn synthesizer(&mut self) -> Result<&Synthesizer> {
         if self.synth.is_none() {
-            let s = crate::prompts::synthesizer(
-                &self.args.tokenizer,
-                self.args.seed,
-                self.args.block_size,
-                None,
-            )?;
+            let p = &self.plan.prompts;
+            let s = crate::prompts::synthesizer(&p.tokenizer, p.seed, p.block_size, None)?;
             self.synth = Some(s);
         }
         Ok(self.synth.as_ref().expect("just set"))
@@ -66,11 +141,12 @@ pub(super) enum Read {
 /// The records a run takes on, in order: parsed, filtered to the shard,
 /// counted against --warmup and --limit, and prepared (or, once the run is
 /// stopping, only outlined). Shared by the run and --dry-run.
-pub(super) struct Feed<'a> {
-    args: &'a Args,
-    opts: &'a BodyOptions,
-    lines: Lines,
+pub(super) struct Feed<'a, R> {
+    plan: &'a Plan,
+    records: R,
     prompts: LazyPrompts<'a>,
+    /// `plan.speed`, unless 1.
+    speedup: Option<Speedup>,
     skipper: Skipper,
     /// Position of the next record in the input.
     index: u64,
@@ -91,14 +167,16 @@ pub(super) struct Feed<'a> {
     run_span: Option<(f64, f64)>,
 }
 
-impl<'a> Feed<'a> {
-    pub(super) fn new(args: &'a Args, inputs: &[InputSpec], opts: &'a BodyOptions) -> Feed<'a> {
+impl<'a, R: Records> Feed<'a, R> {
+    pub(super) fn new(plan: &'a Plan, records: R) -> Feed<'a, R> {
         Feed {
-            args,
-            opts,
-            lines: Lines::new(inputs),
-            prompts: LazyPrompts { args, synth: None },
-            skipper: Skipper::new(&args.skip_invalid),
+            plan,
+            records,
+            prompts: LazyPrompts { plan, synth: None },
+            speedup: (plan.speed != 1.0).then(|| Speedup::new(plan.speed)),
+            skipper: Skipper::new(&SkipArgs {
+                skip_invalid: plan.skip_invalid,
+            }),
             index: 0,
             taken: 0,
             first_timestamp: None,
@@ -116,7 +194,7 @@ impl<'a> Feed<'a> {
     /// with no timestamp at all.
     pub(super) fn schedule_ms(&self) -> Option<f64> {
         let (first, last) = self.run_span?;
-        let origin = match self.args.shard {
+        let origin = match self.plan.pacing.shard {
             Some(_) => self.first_timestamp.unwrap_or(first),
             None => first,
         };
@@ -136,7 +214,7 @@ impl<'a> Feed<'a> {
     /// The unit warnings of the sample (or of the whole input, when it
     /// ended first). Closed-loop runs ignore timestamps: no warning.
     fn judge_units(&mut self, whole: bool) {
-        if self.args.concurrency.is_some() || self.units.records() == 0 {
+        if self.plan.closed_loop() || self.units.records() == 0 {
             return;
         }
         let n = self.units.records();
@@ -153,13 +231,13 @@ impl<'a> Feed<'a> {
     /// The next record to take on; `outline_only` skips building the body.
     /// Errors are records that stop the run (or unreadable input).
     pub(super) fn next(&mut self, outline_only: bool) -> Result<Option<Prepared>> {
-        let wanted = self.args.limit.map(|n| n.saturating_add(self.args.warmup));
+        let wanted = (self.plan.pacing.limit).map(|n| n.saturating_add(self.plan.warmup));
         loop {
-            let line = match wanted {
+            let next = match wanted {
                 Some(w) if self.taken >= w => None,
-                _ => self.lines.next_line()?,
+                _ => self.records.next_record()?,
             };
-            let Some((loc, line)) = line else {
+            let Some((loc, rec)) = next else {
                 if !self.ended {
                     self.ended = true;
                     self.skipper.finish();
@@ -169,20 +247,27 @@ impl<'a> Feed<'a> {
                 }
                 return Ok(None);
             };
-            let rec = match Record::parse_at(line, &loc) {
+            let mut rec = match rec {
                 Ok(rec) => rec,
                 Err(e) => {
                     self.skipper.skip(e)?;
                     continue;
                 }
             };
+            if let Some(scale) = &mut self.speedup {
+                let speed = scale.speed;
+                let at_speed =
+                    |e: crate::error::FieldError| Error::msg(format!("at speed {speed}: {e}"));
+                let timestamp = rec.timestamp().map_err(at_speed)?;
+                scale.apply(&mut rec, timestamp).map_err(at_speed)?;
+            }
             let index = self.index;
             self.index += 1;
             internal::fail_point(Stage::Read, index);
             if self.first_timestamp.is_none() {
                 self.first_timestamp = rec.timestamp().ok().flatten();
             }
-            if let Some((k, n)) = self.args.shard {
+            if let Some((k, n)) = self.plan.pacing.shard {
                 let session = rec.session_id().ok().flatten();
                 let id = rec.id().ok().flatten();
                 let after = request::after(&rec).unwrap_or_default();
@@ -193,13 +278,13 @@ impl<'a> Feed<'a> {
             }
             let prepared = if outline_only {
                 Ok(
-                    request::outline(&rec, index, self.opts).unwrap_or_else(|_| Prepared {
+                    request::outline(&rec, index, &self.plan.body).unwrap_or_else(|_| Prepared {
                         index,
                         ..Prepared::default()
                     }),
                 )
             } else {
-                request::prepare(&rec, index, self.opts, &mut self.prompts)
+                request::prepare(&rec, index, &self.plan.body, &mut self.prompts)
             };
             match prepared {
                 Ok(mut p) => {
@@ -237,7 +322,7 @@ impl<'a> Feed<'a> {
 
     /// Whether the last record taken is a warmup one.
     pub(super) fn in_warmup(&self) -> bool {
-        self.taken <= self.args.warmup
+        self.taken <= self.plan.warmup
     }
 }
 
@@ -251,16 +336,15 @@ impl<'a> Feed<'a> {
 /// A panic here stops the run: the records read so far are handed over,
 /// then the internal error.
 pub(super) fn read_records(
-    args: &Args,
-    inputs: &[InputSpec],
-    opts: &BodyOptions,
+    plan: &Plan,
+    records: impl Records,
     out: tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
 ) {
     let _caught = internal::caught_here();
     let mut batch = Vec::new();
     let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        read_into(args, inputs, opts, &out, shared, &mut batch);
+        read_into(plan, records, &out, shared, &mut batch);
     }));
     if let Err(panic) = read {
         let what = internal::describe(&*panic);
@@ -271,14 +355,13 @@ pub(super) fn read_records(
 }
 
 fn read_into(
-    args: &Args,
-    inputs: &[InputSpec],
-    opts: &BodyOptions,
+    plan: &Plan,
+    records: impl Records,
     out: &tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
     batch: &mut Vec<Read>,
 ) {
-    let mut feed = Feed::new(args, inputs, opts);
+    let mut feed = Feed::new(plan, records);
     let mut origin_sent = false;
     loop {
         let stopping = shared.stopping.load(Ordering::SeqCst);
@@ -293,7 +376,7 @@ fn read_into(
             Err(e) => Read::Failed(e),
         };
         // Shards of one trace share its origin, so that they line up.
-        if args.shard.is_some() && !origin_sent && !feed.in_warmup() {
+        if plan.pacing.shard.is_some() && !origin_sent && !feed.in_warmup() {
             origin_sent = true;
             if let Some(ts) = feed.first_timestamp {
                 batch.push(Read::Origin(ts));
@@ -317,9 +400,9 @@ fn read_into(
         }
     }
     if feed.ended {
-        let total = feed.taken.saturating_sub(args.warmup);
+        let total = feed.taken.saturating_sub(plan.warmup);
         shared.counters.total.store(total, Ordering::Relaxed);
-        if let (None, Some(ms)) = (args.concurrency, feed.schedule_ms()) {
+        if let (false, Some(ms)) = (plan.closed_loop(), feed.schedule_ms()) {
             let _ = shared.counters.schedule_ms.set(ms);
         }
     }

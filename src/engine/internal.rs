@@ -25,7 +25,7 @@ pub(super) fn caught_here() -> crate::panics::CaughtHere {
 /// A caught panic on one line: `internal error at FILE:LINE: message`
 /// (the location when the hook saw it on this thread).
 pub fn describe(payload: &(dyn Any + Send)) -> String {
-    super::exchange::one_line(&crate::panics::describe(payload))
+    crate::text::one_line(&crate::panics::describe(payload))
 }
 
 /// The error a run stopped by the internal error `what` ends with.

@@ -1,5 +1,7 @@
-//! Where results go: written and flushed one by one, on the runtime's
-//! thread for a regular file, else on a writer thread.
+//! Where results go: a [`Sink`] the run is given (the NDJSON writer, a
+//! caller's live fold, both), fed one result at a time, on the runtime's
+//! thread when taking a result cannot block (a regular file), else on a
+//! writer thread.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -7,11 +9,81 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 
-use super::{OnResult, Shared};
+use super::shared::Shared;
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
 use crate::result::{Measure, ResultRecord, Status};
+
+/// Where a run's results go, one at a time, in the order they are
+/// written.
+pub trait Sink: Send + 'static {
+    /// Take one result. `Ok(true)` asks the run to stop as a first Ctrl-C
+    /// does: nothing more is sent, requests in flight finish, the rest is
+    /// given as `cancelled`, and the run ends as a success. An error
+    /// (nobody reads the output any more) stops the run at once; no more
+    /// results are given, and the run ends with it.
+    fn take(&mut self, r: &ResultRecord) -> Result<bool>;
+
+    /// After the last result: flush and close.
+    fn finish(self: Box<Self>) -> Result<()>;
+
+    /// Whether taking a result may wait for a reader (a pipe, a
+    /// terminal): results are then handed to a thread of their own, so
+    /// that sending never waits for them.
+    fn may_block(&self) -> bool {
+        false
+    }
+}
+
+/// The result records as NDJSON: one line per result, flushed as it
+/// comes, credentials redacted.
+pub struct Ndjson(Output);
+
+impl Ndjson {
+    /// Results to `path` (`None` or `-`: standard output; `.gz`: gzip).
+    pub fn open(path: Option<&std::path::Path>) -> Result<Ndjson> {
+        let mut out = Output::open(path)?;
+        out.set_line_flush(true);
+        Ok(Ndjson(out))
+    }
+}
+
+impl Sink for Ndjson {
+    fn take(&mut self, r: &ResultRecord) -> Result<bool> {
+        let line = r.to_json_line();
+        self.0.write_line(cli::redact(&line).as_bytes())?;
+        Ok(false)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.0.finish()
+    }
+
+    fn may_block(&self) -> bool {
+        !self.0.is_file()
+    }
+}
+
+/// Both sinks, the first first: the second is given a result only once
+/// the first took it.
+impl<A: Sink, B: Sink> Sink for (A, B) {
+    fn take(&mut self, r: &ResultRecord) -> Result<bool> {
+        let stop = self.0.take(r)?;
+        Ok(self.1.take(r)? || stop)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let (a, b) = *self;
+        let first = Box::new(a).finish();
+        let second = Box::new(b).finish();
+        first.and(second)
+    }
+
+    fn may_block(&self) -> bool {
+        self.0.may_block() || self.1.may_block()
+    }
+}
 
 /// Where results go. Each is written and flushed as it comes.
 #[derive(Clone)]
@@ -39,26 +111,20 @@ impl Results {
     }
 }
 
-/// Writes results, counts them, and stops the run if the output closes.
+/// Gives results to the sink, counts them, and stops the run if the sink
+/// fails (the output closed) or asks to.
 pub(super) struct ResultWriter {
-    out: Output,
+    sink: Box<dyn Sink>,
     shared: Arc<Shared>,
     failure: Option<Error>,
-    on_result: Option<OnResult>,
 }
 
 impl ResultWriter {
-    pub(super) fn new(
-        mut out: Output,
-        shared: Arc<Shared>,
-        on_result: Option<OnResult>,
-    ) -> ResultWriter {
-        out.set_line_flush(true);
+    pub(super) fn new(sink: Box<dyn Sink>, shared: Arc<Shared>) -> ResultWriter {
         ResultWriter {
-            out,
+            sink,
             shared,
             failure: None,
-            on_result,
         }
     }
 
@@ -108,9 +174,8 @@ impl ResultWriter {
                 },
             };
             // Counted once: the first try counted it.
-            let line = plain.to_json_line();
             if self.failure.is_none() {
-                if let Err(e) = self.out.write_line(cli::redact(&line).as_bytes()) {
+                if let Err(e) = self.sink.take(&plain) {
                     self.failure = Some(e);
                 }
             }
@@ -135,27 +200,26 @@ impl ResultWriter {
         if !r.warmup {
             super::internal::fail_point(super::internal::Stage::Write, r.index);
         }
-        let line = r.to_json_line();
-        if let Err(e) = self.out.write_line(cli::redact(&line).as_bytes()) {
-            // Nobody reads the results any more: stop the run at once.
-            self.shared.output_closed.store(true, Ordering::SeqCst);
-            self.shared.stop();
-            let _ = self.shared.cancel.send(true);
-            self.failure = Some(e);
-            return;
-        }
-        if let Some(hook) = &mut self.on_result {
-            if hook(r) && !self.shared.stopping.load(Ordering::SeqCst) {
+        match self.sink.take(r) {
+            Err(e) => {
+                // Nobody reads the results any more: stop the run at once.
+                self.shared.output_closed.store(true, Ordering::SeqCst);
+                self.shared.stop();
+                let _ = self.shared.cancel.send(true);
+                self.failure = Some(e);
+            }
+            Ok(true) if !self.shared.stopping.load(Ordering::SeqCst) => {
                 self.shared.stopped_by_caller.store(true, Ordering::SeqCst);
                 self.shared.stop();
             }
+            Ok(_) => {}
         }
     }
 
     pub(super) fn finish(self) -> Result<()> {
         match self.failure {
             Some(e) => Err(e),
-            None => self.out.finish(),
+            None => self.sink.finish(),
         }
     }
 }

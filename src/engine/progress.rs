@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Shared;
-use super::args::Args;
+use super::plan::Plan;
+use super::schedule::Pace;
+use super::shared::Shared;
 use crate::cli;
 use crate::result::round_us;
 use crate::stats::Dist;
@@ -219,8 +220,8 @@ pub(super) fn bar_style(template: &str) -> indicatif::ProgressStyle {
 }
 
 /// A progress bar on standard error when it is a terminal.
-pub(super) fn progress_bar(args: &Args) -> Option<indicatif::ProgressBar> {
-    if args.quiet || !std::io::stderr().is_terminal() {
+pub(super) fn progress_bar(plan: &Plan) -> Option<indicatif::ProgressBar> {
+    if plan.quiet || !std::io::stderr().is_terminal() {
         return None;
     }
     let bar = indicatif::ProgressBar::new_spinner().with_style(bar_style(SPINNER));
@@ -252,12 +253,18 @@ const LOW_RATE_PER_S: f64 = 500.0;
 /// help (--shard); one that mostly waited at a low rate was kept from the
 /// CPU by other processes.
 pub(super) fn lateness_warning(
-    args: &Args,
+    plan: &Plan,
     sent: u64,
     late: u64,
     busy: Option<Busy>,
 ) -> Option<String> {
-    if args.max_concurrency.is_some() || late < 10 || late * 100 <= sent {
+    let capped = matches!(
+        plan.pacing.pace,
+        Pace::Open {
+            max_in_flight: Some(_)
+        }
+    );
+    if capped || late < 10 || late * 100 <= sent {
         return None;
     }
     let head = format!("{late} of {sent} requests left more than 5ms late");
@@ -304,7 +311,7 @@ pub(super) fn thread_cpu_ms() -> Option<f64> {
 
 /// The end-of-run line on stderr, after the lateness warning if any.
 pub(super) fn final_line(
-    args: &Args,
+    plan: &Plan,
     shared: &Shared,
     lag: &Dist,
     late: u64,
@@ -312,7 +319,7 @@ pub(super) fn final_line(
     cpu_ms: Option<f64>,
     aborted: Option<&str>,
 ) {
-    if args.quiet && shared.output_closed.load(Ordering::SeqCst) {
+    if plan.quiet && shared.output_closed.load(Ordering::SeqCst) {
         return;
     }
     let c = &shared.counters;
@@ -332,7 +339,7 @@ pub(super) fn final_line(
         (Some(cpu_ms), Some(wall_ms)) => Some(Busy { cpu_ms, wall_ms }),
         _ => None,
     };
-    if let Some(w) = lateness_warning(args, load(&c.sent), late, busy) {
+    if let Some(w) = lateness_warning(plan, load(&c.sent), late, busy) {
         cli::warn(w);
     }
     if let Some(s) = lag.summary(&[50.0, 99.0]) {
@@ -353,6 +360,11 @@ mod tests {
 
     use super::*;
 
+    /// The plan of trace-replay's flags `argv`.
+    fn plan_of<const N: usize>(argv: [&str; N]) -> Plan {
+        Plan::try_from(&crate::engine::Args::parse_from(argv)).unwrap()
+    }
+
     #[test]
     fn the_span_is_estimated_from_the_first_and_last_lines() {
         let head = b"{\"timestamp\":1000,\"input_length\":1}\n{\"timestamp\":1500}\n";
@@ -368,8 +380,8 @@ mod tests {
 
     #[test]
     pub(super) fn lateness_is_warned_of_past_one_percent_unless_concurrency_is_capped() {
-        let open = Args::parse_from(["trace-replay", "--sim"]);
-        let capped = Args::parse_from(["trace-replay", "--sim", "--max-concurrency", "4"]);
+        let open = plan_of(["trace-replay", "--sim"]);
+        let capped = plan_of(["trace-replay", "--sim", "--max-concurrency", "4"]);
         assert_eq!(lateness_warning(&open, 1000, 10, None), None);
         assert_eq!(lateness_warning(&open, 500, 9, None), None);
         assert_eq!(lateness_warning(&capped, 1000, 500, None), None);
@@ -514,7 +526,7 @@ mod tests {
         assert!(!machine_was_busy(busy(2500.0, 10_000.0), 4990));
         assert!(!machine_was_busy(busy(2490.0, 10_000.0), 5000));
         assert!(!machine_was_busy(busy(0.0, 0.0), 10));
-        let open = Args::parse_from(["trace-replay", "--sim"]);
+        let open = plan_of(["trace-replay", "--sim"]);
         assert_eq!(
             lateness_warning(&open, 1000, 50, Some(busy(1000.0, 10_000.0))).as_deref(),
             Some(

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use super::Shared;
+use super::shared::Shared;
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
@@ -37,7 +37,7 @@ pub(super) struct Scraper {
 }
 
 /// What the scraper is given.
-pub(super) struct Plan {
+pub(super) struct Job {
     pub url: String,
     pub every_ms: f64,
     pub out: Output,
@@ -129,7 +129,7 @@ impl Scraper {
     /// run's start, once the dispatcher has set it: every `t_ms` is
     /// measured from it, as the results' `sent_ms` are.
     pub(super) fn start(
-        plan: Plan,
+        plan: Job,
         origin: Arc<OnceLock<Instant>>,
         shared: Arc<Shared>,
     ) -> Result<Scraper> {
@@ -209,7 +209,7 @@ impl Scraper {
 struct Run {
     client: reqwest::Client,
     url: reqwest::Url,
-    plan: Plan,
+    plan: Job,
     shared: Arc<Shared>,
     scrapes: u64,
     failed: u64,

@@ -17,7 +17,9 @@ use crate::duration;
 use crate::error::{Error, FieldError, Location, Result};
 use crate::io::{self, InputSpec, Output};
 use crate::json;
-use crate::metrics::{Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric};
+use crate::metrics::{
+    self, Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric, session_of,
+};
 use crate::peers::Results;
 use crate::record::{self, Kind, Record};
 pub use crate::report::Format;
@@ -319,14 +321,6 @@ fn with_a_session() -> Aggregate {
     a
 }
 
-/// A result line's `session_id` and `turn`, when it has a session.
-fn session_of(line: &str) -> Option<(String, Option<u64>)> {
-    let [session, turn] = json::peek(line, ["session_id", "turn"])?;
-    let session = record::string("session_id", session?).ok()?.into_owned();
-    let turn = turn.and_then(|t| record::integer("turn", t).ok());
-    Some((session, turn))
-}
-
 /// Run trace-summarize.
 pub fn run(args: &Args) -> Result<Outcome> {
     let slo = args.slo.clone().unwrap_or_default();
@@ -551,13 +545,9 @@ fn fold_inputs(
             None => &mut overall,
             Some(field) => groups.entry(group_key(line, field)).or_default(),
         };
-        agg.add(&view, &itl, fold);
-        // Only lines that name a session are looked at again.
-        if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
-            if let Some((session, turn)) = session_of(line) {
-                agg.sessions.add(&session, turn, &view);
-            }
-        }
+        let session = if view.warmup { None } else { session_of(line) };
+        let session = session.as_ref().map(|(s, turn)| (s.as_str(), *turn));
+        metrics::fold(agg, &view, &itl, session, fold);
     }
     Ok((overall, groups))
 }

@@ -7,25 +7,26 @@
 //! ([`crate::metrics`], [`crate::report`]).
 
 mod plot;
+mod rows;
 pub mod search;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::Parser;
-use serde_json::{Map, Value, json};
 
+use self::rows::{PERCENTILES, percent, render, slo_text, write_xlsx};
 use self::search::Plan;
 use crate::cli::{self, Outcome};
-use crate::engine::{self, Hooks};
-use crate::error::{Error, Result};
+use crate::engine::{self, Engine, Ndjson, Records, RunEnd, Sink};
+use crate::error::{Error, Location, Result};
 use crate::io::{self, Lines, Output};
-use crate::metrics::{Aggregate, Convention, FoldOptions, Slo};
-use crate::record::{Record, Speedup};
+use crate::metrics::{self, Aggregate, Convention, FoldOptions, Slo};
+use crate::record::Record;
 pub use crate::report::Format;
-use crate::report::{self, Report, ReportOptions, Style};
-use crate::result::{ResultView, Status};
-use crate::server_metrics::{self, RUN_COLUMNS, RunFigures};
-use crate::xlsx::{Cell, Workbook};
+use crate::report::{Report, ReportOptions};
+use crate::result::{ResultRecord, ResultView, Status};
+use crate::server_metrics::{self, RunFigures};
 
 const EXAMPLES: &str = "\
 Exit status: 0 when a speed met the SLO (the answer is printed), 1 when none
@@ -232,6 +233,10 @@ struct Trace {
     lines: Vec<String>,
     /// Each record's timestamp, where it has one.
     timestamps: Vec<Option<f64>>,
+    /// Each record's line number in the trace.
+    numbers: Vec<u64>,
+    /// The trace's name, as errors name it.
+    source: Arc<str>,
 }
 
 impl Trace {
@@ -241,6 +246,8 @@ impl Trace {
         let mut trace = Trace {
             lines: Vec::new(),
             timestamps: Vec::new(),
+            numbers: Vec::new(),
+            source: name.into(),
         };
         while let Some((loc, line)) = lines.next_line()? {
             let rec = Record::parse_at(line, &loc)?;
@@ -248,6 +255,8 @@ impl Trace {
                 .timestamps
                 .push(rec.timestamp().map_err(|e| e.at(&loc))?);
             trace.lines.push(line.to_string());
+            trace.numbers.push(loc.line);
+            trace.source = loc.source.clone();
         }
         if trace.lines.is_empty() {
             return Err(Error::usage(format!(
@@ -275,25 +284,15 @@ impl Trace {
         (warmup, run)
     }
 
-    /// The records of a run at `speed`, scaled, written to `path`: the
-    /// engine is given only what the run replays, so that a run stopped
-    /// early writes `cancelled` for the rest of the run, not of the trace.
-    fn write_run(&self, speed: f64, args: &Args, path: &Path) -> Result<()> {
+    /// The records of a run at `speed`, as the engine takes them (it
+    /// scales them): only what the run replays, so that a run stopped
+    /// early gives `cancelled` for the rest of the run, not of the trace.
+    fn run_records(self: &Arc<Trace>, speed: f64, args: &Args) -> RunRecords {
         let (warmup, run) = self.selection(speed, args);
-        let mut out = Output::open(Some(path))?;
-        let mut scale = Speedup::new(speed);
-        let mut buf = Vec::new();
-        for i in (0..warmup).chain(run) {
-            let mut rec = Record::parse(&self.lines[i])
-                .map_err(|_| Error::msg("a record read before cannot be read again"))?;
-            scale
-                .apply(&mut rec, self.timestamps[i])
-                .map_err(|e| Error::msg(format!("at speed {speed}: {e}")))?;
-            buf.clear();
-            rec.write_json(&mut buf);
-            out.write_line(&buf)?;
+        RunRecords {
+            trace: self.clone(),
+            order: (0..warmup).chain(run).collect::<Vec<_>>().into_iter(),
         }
-        out.finish()
     }
 
     /// The records a run at `speed` replays (not counting the warmup
@@ -310,6 +309,28 @@ impl Trace {
         let rate = (timed.len() > 1 && span_s > 0.0)
             .then(|| search::round_significant((timed.len() - 1) as f64 / span_s, 6));
         (run.len() as u64, rate)
+    }
+}
+
+/// The records of one run, from the trace in memory, each named by its
+/// place in the trace.
+struct RunRecords {
+    trace: Arc<Trace>,
+    order: std::vec::IntoIter<usize>,
+}
+
+impl Records for RunRecords {
+    fn next_record(&mut self) -> Result<Option<(Location, Result<Record<'_>>)>> {
+        let Some(i) = self.order.next() else {
+            return Ok(None);
+        };
+        let loc = Location {
+            source: self.trace.source.clone(),
+            line: self.trace.numbers[i],
+            column: None,
+        };
+        let rec = Record::parse_at(&self.trace.lines[i], &loc);
+        Ok(Some((loc, rec)))
     }
 }
 
@@ -360,8 +381,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     // Every run's flags are checked before the first run starts.
-    replay_args(args, "trace.jsonl", Path::new("speed-1.ndjson"))?;
-    let trace = Trace::read(&args.trace)?;
+    let base = base_plan(args)?;
+    let trace = Arc::new(Trace::read(&args.trace)?);
     std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(args.dir.display().to_string(), e))?;
     let mut plan = match (&args.speeds, args.search) {
         (Some(Speeds(list)), _) => Plan::list(list.clone()),
@@ -384,7 +405,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 }
             }
         }
-        let (row, outcome) = match run_one(args, &trace, speed) {
+        let (row, outcome) = match run_one(args, &base, &trace, speed) {
             Ok(ran) => ran,
             Err(e) => {
                 // The rows so far still answer something.
@@ -439,54 +460,6 @@ fn print_rows(args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
     Ok(())
 }
 
-/// The rows as a `sweep` sheet, and each run's report as a sheet of
-/// figures.
-fn write_xlsx(path: &Path, rows: &[Row], with_server: bool) -> Result<()> {
-    let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| a.speed.total_cmp(&b.speed));
-    let mut book = Workbook::new(path);
-    if let Some(first) = sorted.first() {
-        let headers: Vec<String> = flat_columns(first, with_server)
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        let cells: Vec<Vec<Cell>> = sorted
-            .iter()
-            .map(|r| {
-                flat_columns(r, with_server)
-                    .iter()
-                    .map(|(_, v)| Cell::from_json(v))
-                    .collect()
-            })
-            .collect();
-        book.add_table("sweep", &headers, &cells)?;
-    }
-    for r in &sorted {
-        let mut figures: Vec<Vec<Cell>> = report::flatten(&r.report.to_value())
-            .into_iter()
-            .map(|(k, v)| {
-                let value = match v.parse::<f64>() {
-                    Ok(n) => Cell::Number(n),
-                    Err(_) if v.is_empty() => Cell::Empty,
-                    Err(_) => Cell::Text(v),
-                };
-                vec![Cell::Text(k), value]
-            })
-            .collect();
-        if let Some(server) = &r.server {
-            for (name, v) in RUN_COLUMNS.iter().zip(server.columns()) {
-                figures.push(vec![
-                    Cell::Text(format!("server.{name}")),
-                    Cell::from_json(&v),
-                ]);
-            }
-        }
-        let name = format!("speed-{}", speed_label(r.speed));
-        book.add_table(&name, &["figure".into(), "value".into()], &figures)?;
-    }
-    book.close()
-}
-
 /// `--cooldown`, then `--between`. A signal in the meantime ends the
 /// sweep: its outcome.
 fn between_runs(args: &Args) -> Result<Option<Outcome>> {
@@ -528,8 +501,9 @@ pub fn speed_label(speed: f64) -> String {
     format!("{speed}")
 }
 
-/// The trace-replay flags of one run.
-fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args> {
+/// The plan every run shares: the server and trace-replay's flags
+/// (--replay-arg), read once, before the first run.
+fn base_plan(args: &Args) -> Result<engine::Plan> {
     let mut argv: Vec<String> = vec!["trace-replay".into()];
     match &args.url {
         Some(url) => argv.extend(["--url".into(), url.clone()]),
@@ -539,9 +513,6 @@ fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args>
     if let Some(model) = &args.model {
         argv.extend(["--model".into(), model.clone()]);
     }
-    // --limit and --duration are the sweep's: the engine is given only
-    // the records of the run.
-    argv.extend(["--warmup".into(), args.warmup.to_string()]);
     if let Some(url) = &args.metrics {
         let url = match (url.as_str(), &args.url) {
             ("", Some(base)) => server_root(base)?,
@@ -550,21 +521,20 @@ fn replay_args(args: &Args, trace: &str, results: &Path) -> Result<engine::Args>
         if !url.is_empty() {
             argv.extend(["--metrics-url".into(), url]);
         }
-        let scrapes = scrape_path(results);
+        // Each run's own file: see `run_one`.
         argv.push(format!("--metrics-every={}", args.metrics_every));
-        argv.push(format!("--metrics-out={}", scrapes.display()));
+        argv.push("--metrics-out=speed.metrics.ndjson".into());
     }
     argv.extend(args.replay_args.iter().cloned());
-    argv.push(format!("--output={}", results.display()));
-    argv.extend(["--".into(), trace.into()]);
-    engine::Args::try_parse_from(&argv).map_err(|e| {
+    let replay = engine::Args::try_parse_from(&argv).map_err(|e| {
         let text = e.render().to_string();
         let first = text.lines().next().unwrap_or_default();
         Error::usage(format!(
             "--replay-arg: {} (give trace-replay's flags)",
             first.strip_prefix("error: ").unwrap_or(first)
         ))
-    })
+    })?;
+    engine::Plan::try_from(&replay)
 }
 
 /// `scheme://host:port` of a base URL: where its /metrics is.
@@ -584,7 +554,6 @@ struct Watch {
     allowed_errors: u64,
     misses: u64,
     errors: u64,
-    itl: Vec<f64>,
 }
 
 impl Watch {
@@ -598,59 +567,108 @@ impl Watch {
             allowed_errors: (args.max_error_rate * n + 1e-9).floor() as u64,
             misses: 0,
             errors: 0,
-            itl: Vec::new(),
         }
     }
 
-    fn see(&mut self, line: &str) -> bool {
-        let Ok(view) = ResultView::read(line, &mut self.itl) else {
-            return false;
-        };
+    fn see(&mut self, view: &ResultView, itl: &[f64]) -> bool {
         if view.warmup {
             return false;
         }
-        if !self.slo.met_by(Convention::Tracekit, &view, &self.itl) {
+        if !self.slo.met_by(Convention::Tracekit, view, itl) {
             self.misses += 1;
         }
         if matches!(view.status, Status::Error | Status::Timeout) {
             self.errors += 1;
         }
+        self.cannot_pass()
+    }
+
+    fn cannot_pass(&self) -> bool {
         self.misses > self.allowed_misses || self.errors > self.allowed_errors
     }
 }
 
+/// A run's results folded as they come, as trace-summarize folds a
+/// results file, and watched for a run that can no longer pass.
+struct Fold {
+    agg: Aggregate,
+    watch: Watch,
+}
+
+/// The sink of a run's fold (beside its results file).
+struct LiveFold(Arc<Mutex<Fold>>);
+
+/// trace-sweep's figures are trace-summarize's in its own convention.
+const CONVENTIONS: [Convention; 1] = [Convention::Tracekit];
+
+impl Sink for LiveFold {
+    fn take(&mut self, r: &ResultRecord) -> Result<bool> {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let fold = &mut *guard;
+        let (view, itl) = (metrics::view_of(r), &r.measure.itl_ms);
+        view.check_limits(itl)
+            .map_err(|e| Error::msg(format!("result {}: {e}", r.index + 1)))?;
+        let opts = FoldOptions {
+            conventions: &CONVENTIONS,
+            slo: &fold.watch.slo,
+            window_ms: None,
+        };
+        let session = r.session_id.as_deref().map(|s| (s, r.turn));
+        metrics::fold(&mut fold.agg, &view, itl, session, &opts);
+        Ok(fold.watch.see(&view, itl))
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Replay the trace at `speed`; its row, and how the run ended.
-fn run_one(args: &Args, trace: &Trace, speed: f64) -> Result<(Row, Outcome)> {
+fn run_one(
+    args: &Args,
+    base: &engine::Plan,
+    trace: &Arc<Trace>,
+    speed: f64,
+) -> Result<(Row, Outcome)> {
     let label = speed_label(speed);
     let results = args.dir.join(format!("speed-{label}.ndjson"));
-    let scaled = args.dir.join(format!(".speed-{label}.trace.jsonl"));
-    trace.write_run(speed, args, &scaled)?;
     let (requests, offered_rps) = trace.run_size(speed, args);
-    let replay = replay_args(args, &scaled.display().to_string(), &results)?;
-    let watch = std::sync::Arc::new(std::sync::Mutex::new(Watch::new(args, requests)));
-    let hooks = Hooks {
-        on_result: Some(Box::new({
-            let watch = watch.clone();
-            move |r| {
-                let line = r.to_json_line();
-                watch.lock().is_ok_and(|mut w| w.see(&line))
-            }
-        })),
+    let plan = engine::Plan {
+        speed,
+        warmup: args.warmup,
+        scrape: base.scrape.clone().map(|s| engine::Scrape {
+            out: scrape_path(&results),
+            ..s
+        }),
+        ..base.clone()
     };
+    let fold = Arc::new(Mutex::new(Fold {
+        agg: Aggregate::default(),
+        watch: Watch::new(args, requests),
+    }));
     cli::note(format!(
         "speed {label}: replaying {requests} request{}{} to {}",
         crate::text::plural(requests),
         offered_rps.map_or(String::new(), |r| format!(" at {r:.2}/s")),
         results.display()
     ));
-    let ran = engine::run_with(&replay, hooks);
-    let _ = std::fs::remove_file(&scaled);
-    let outcome = ran?;
-    let stopped_early = watch
-        .lock()
-        .map(|w| w.misses > w.allowed_misses || w.errors > w.allowed_errors)
-        .unwrap_or(false);
-    let report = summarize(args, &results)?;
+    let sink = (Ndjson::open(Some(&results))?, LiveFold(fold.clone()));
+    let outcome = match Engine::run(plan, trace.run_records(speed, args), sink) {
+        RunEnd::Failed(e) => return Err(e),
+        end => end.outcome()?,
+    };
+    let fold = fold.lock().unwrap_or_else(PoisonError::into_inner);
+    let stopped_early = fold.watch.cannot_pass();
+    let report = Report::of(
+        &fold.agg,
+        &ReportOptions {
+            conventions: &CONVENTIONS,
+            percentiles: &PERCENTILES,
+            slo: &args.slo,
+            from_scheduled: false,
+            window_ms: None,
+        },
+    );
     let counts = &report.requests;
     let total = counts.total as f64;
     let failed = counts.error as f64 + counts.timeout as f64;
@@ -726,397 +744,5 @@ fn server_figures(results: &Path) -> RunFigures {
             cli::warn(format!("{e} (the run's server figures are left empty)"));
             RunFigures::of(&[])
         }
-    }
-}
-
-/// A run's results, as trace-summarize reports them with the SLO.
-fn summarize(args: &Args, results: &Path) -> Result<Report> {
-    let specs = io::input_specs(&[results.display().to_string()])?;
-    let conventions = [Convention::Tracekit];
-    let fold = FoldOptions {
-        conventions: &conventions,
-        slo: &args.slo,
-        window_ms: None,
-    };
-    let mut a = Aggregate::default();
-    let mut itl = Vec::new();
-    let mut lines = Lines::new(&specs);
-    while let Some((loc, line)) = lines.next_line()? {
-        let view = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
-        a.add(&view, &itl, &fold);
-    }
-    Ok(Report::of(
-        &a,
-        &ReportOptions {
-            conventions: &conventions,
-            percentiles: &PERCENTILES,
-            slo: &args.slo,
-            from_scheduled: false,
-            window_ms: None,
-        },
-    ))
-}
-
-const PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
-
-fn percent(f: f64) -> String {
-    let text = format!("{:.1}", f * 100.0);
-    format!("{}%", text.trim_end_matches(".0"))
-}
-
-fn slo_text(args: &Args) -> String {
-    let bounds: Vec<String> = args
-        .slo
-        .bounds
-        .iter()
-        .map(|(m, b)| format!("{} ≤ {}", m.name(), crate::duration::human(*b)))
-        .collect();
-    format!(
-        "{} for {} of requests, errors ≤ {}",
-        bounds.join(", "),
-        percent(args.attainment),
-        percent(args.max_error_rate)
-    )
-}
-
-/// Results meeting every SLO per second.
-fn goodput(r: &Report) -> Option<f64> {
-    r.slo.as_ref().and_then(|s| s.goodput_per_s)
-}
-
-/// The columns of a row, with their values: (name, value).
-fn columns(row: &Row) -> Vec<(String, Value)> {
-    let r = &row.report;
-    let mut c: Vec<(String, Value)> = vec![
-        ("speed".into(), json!(row.speed)),
-        ("requests".into(), json!(row.requests)),
-        ("offered_rps".into(), json!(row.offered_rps)),
-        ("achieved_rps".into(), json!(r.throughput.requests_per_s)),
-        (
-            "output_tokens_per_s".into(),
-            json!(r.throughput.output_tokens_per_s),
-        ),
-        ("ok".into(), json!(r.requests.ok)),
-        ("attainment".into(), json!(row.attainment)),
-        ("goodput_per_s".into(), json!(goodput(r))),
-        ("error_rate".into(), json!(row.error_rate)),
-    ];
-    for (metric, stats) in [("ttft", &r.ttft), ("tpot", &r.tpot), ("e2e", &r.e2e)] {
-        for p in PERCENTILES {
-            let key = report::percentile_key(p);
-            c.push((format!("{metric}_{key}_ms"), json!(stats.percentile(p))));
-        }
-    }
-    c.push(("server".into(), json!(row.server)));
-    c.push(("passed".into(), json!(row.passed)));
-    c.push(("note".into(), json!(row.note)));
-    c.push(("file".into(), json!(row.file)));
-    c
-}
-
-/// The columns of a row for CSV and spreadsheets: the server's figures
-/// flattened to `server.running.mean`, ..., with --metrics, and left out
-/// without.
-fn flat_columns(row: &Row, with_server: bool) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    for (k, v) in columns(row) {
-        if k != "server" {
-            out.push((k, v));
-            continue;
-        }
-        if !with_server {
-            continue;
-        }
-        let values = row.server.as_ref().map(RunFigures::columns);
-        for (i, name) in RUN_COLUMNS.iter().enumerate() {
-            let v = values.as_ref().map_or(Value::Null, |vs| vs[i].clone());
-            out.push((format!("server.{name}"), v));
-        }
-    }
-    out
-}
-
-/// The server's figures by speed, under the rows (with --metrics).
-fn server_table(style: Style, rows: &[&Row]) -> String {
-    let header: Vec<String> = [
-        "speed",
-        "running mean",
-        "running max",
-        "waiting mean",
-        "waiting max",
-        "KV cache mean",
-        "KV cache max",
-        "prefix hits",
-        "preempted",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let count =
-        |x: Option<f64>, decimals| x.map_or("-".into(), |x| report::number(Some(x), decimals));
-    let share = |x: Option<f64>| x.map_or("-".into(), percent);
-    let table_rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let f = r.server.clone().unwrap_or_else(|| RunFigures::of(&[]));
-            let mean = |l: Option<server_metrics::Level>| l.map(|l| l.mean);
-            let max = |l: Option<server_metrics::Level>| l.map(|l| l.max);
-            vec![
-                format!("{}×", speed_label(r.speed)),
-                count(mean(f.running), 1),
-                count(max(f.running), 1),
-                count(mean(f.waiting), 1),
-                count(max(f.waiting), 1),
-                share(mean(f.kv_cache_usage)),
-                share(max(f.kv_cache_usage)),
-                share(f.prefix_cache_hit_rate),
-                count(f.preemptions, 0),
-            ]
-        })
-        .collect();
-    let mut text = String::from("server during each run (from its scrape):\n\n");
-    text.push_str(&report::table(style, &header, &table_rows, true));
-    text
-}
-
-fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
-    // By speed, whatever order the search ran them in.
-    let mut rows: Vec<&Row> = rows.iter().collect();
-    rows.sort_by(|a, b| a.speed.total_cmp(&b.speed));
-    let best = answer.and_then(|a| rows.iter().find(|r| r.speed == a).copied());
-    match args.format {
-        Format::Json => {
-            let runs: Vec<Value> = rows
-                .iter()
-                .map(|r| Value::Object(columns(r).into_iter().collect::<Map<_, _>>()))
-                .collect();
-            let mut slo = Map::new();
-            for (m, b) in &args.slo.bounds {
-                slo.insert(format!("{}_ms", m.name()), json!(b));
-            }
-            let j = json!({
-                "slo": slo,
-                "attainment": args.attainment,
-                "max_error_rate": args.max_error_rate,
-                "runs": runs,
-                "max_speed": answer,
-                "max_speed_requests_per_s": best.map(|b| b.report.throughput.requests_per_s),
-                "max_speed_output_tokens_per_s": best.map(|b| b.report.throughput.output_tokens_per_s),
-            });
-            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
-            text.push('\n');
-            text
-        }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            let with_server = args.metrics.is_some();
-            if let Some(first) = rows.first() {
-                let _ = w.write_record(
-                    flat_columns(first, with_server)
-                        .iter()
-                        .map(|(k, _)| k.as_str()),
-                );
-            }
-            for r in rows {
-                let _ = w.write_record(flat_columns(r, with_server).iter().map(|(_, v)| match v {
-                    Value::Null => String::new(),
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                }));
-            }
-            String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
-        }
-        // Not a --format of trace-sweep (see FORMATS).
-        Format::Xlsx => String::new(),
-        Format::Table | Format::Markdown => {
-            let style = args.format.style();
-            let header: Vec<String> = [
-                "speed",
-                "offered/s",
-                "ok/s",
-                "out tok/s",
-                "attained",
-                "goodput/s",
-                "errors",
-                "TTFT p50 ms",
-                "TTFT p99 ms",
-                "TPOT p50 ms",
-                "TPOT p99 ms",
-                "E2E p99 ms",
-                "SLO",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            let table_rows: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    let j = &r.report;
-                    vec![
-                        format!("{}×", speed_label(r.speed)),
-                        r.offered_rps
-                            .map_or("-".into(), |v| report::number(Some(v), 2)),
-                        report::number(j.throughput.requests_per_s, 2),
-                        report::number(j.throughput.output_tokens_per_s, 1),
-                        r.attainment.map_or("-".into(), percent),
-                        report::number(goodput(j), 2),
-                        r.error_rate.map_or("-".into(), percent),
-                        report::number(j.ttft.percentile(50.0), 1),
-                        report::number(j.ttft.percentile(99.0), 1),
-                        report::number(j.tpot.percentile(50.0), 1),
-                        report::number(j.tpot.percentile(99.0), 1),
-                        report::number(j.e2e.percentile(99.0), 1),
-                        if r.passed { "met" } else { "missed" }.to_string(),
-                    ]
-                })
-                .collect();
-            let mut text = format!("trace-sweep: SLO {}\n\n", slo_text(args));
-            text.push_str(&report::table(style, &header, &table_rows, true));
-            text.push('\n');
-            if args.metrics.is_some() {
-                text.push_str(&server_table(style, &rows));
-                text.push('\n');
-            }
-            for r in rows.iter().filter(|r| !r.passed) {
-                text.push_str(&format!("{}×: {}\n", speed_label(r.speed), r.note));
-            }
-            text.push_str(&match best {
-                Some(b) => format!(
-                    "max speed: {}× met the SLO: {} requests/s offered, {} ok/s, {} output tokens/s\n",
-                    speed_label(b.speed),
-                    b.offered_rps.map_or("-".into(), |v| report::number(Some(v), 2)),
-                    report::number(b.report.throughput.requests_per_s, 2),
-                    report::number(b.report.throughput.output_tokens_per_s, 1),
-                ),
-                None => "max speed: none (no run met the SLO)\n".to_string(),
-            });
-            text
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(extra: &[&str]) -> Args {
-        let mut argv = vec!["trace-sweep", "--sim", "--slo", "ttft=1s", "-o", "d"];
-        argv.extend(extra);
-        argv.extend(["--", "t.jsonl"]);
-        Args::try_parse_from(argv).unwrap()
-    }
-
-    fn row(speed: f64, server: Option<RunFigures>) -> Row {
-        Row {
-            speed,
-            file: format!("d/speed-{speed}.ndjson"),
-            requests: 10,
-            offered_rps: Some(10.0 * speed),
-            report: report(),
-            attainment: Some(1.0),
-            error_rate: Some(0.0),
-            passed: true,
-            note: "passed".into(),
-            server,
-        }
-    }
-
-    fn report() -> Report {
-        let conventions = [Convention::Tracekit];
-        let mut r = Report::of(
-            &Aggregate::default(),
-            &ReportOptions {
-                conventions: &conventions,
-                percentiles: &PERCENTILES,
-                slo: &Slo::default(),
-                from_scheduled: false,
-                window_ms: None,
-            },
-        );
-        r.throughput.requests_per_s = Some(10.0);
-        r.requests.ok = 10;
-        r
-    }
-
-    fn busy() -> RunFigures {
-        RunFigures {
-            scrapes: 12,
-            running: Some(server_metrics::Level {
-                mean: 7.3,
-                max: 8.0,
-            }),
-            waiting: Some(server_metrics::Level {
-                mean: 10.5,
-                max: 24.0,
-            }),
-            kv_cache_usage: Some(server_metrics::Level {
-                mean: 0.413,
-                max: 0.9,
-            }),
-            prefix_cache_hit_rate: Some(0.25),
-            preemptions: Some(3.0),
-        }
-    }
-
-    #[test]
-    fn the_server_figures_of_each_run_in_every_format() {
-        let rows = [row(1.0, Some(RunFigures::of(&[]))), row(2.0, Some(busy()))];
-        let table = render(&args(&["--metrics"]), &rows, Some(2.0));
-        let at = table.find("server during").unwrap();
-        assert_eq!(
-            &table[at..table.find("max speed").unwrap()],
-            "server during each run (from its scrape):\n\n\
-             speed  running mean  running max  waiting mean  waiting max  KV cache mean  KV cache max  prefix hits  preempted\n\
-             1×                -            -             -            -              -             -            -          -\n\
-             2×              7.3            8          10.5           24          41.3%           90%          25%          3\n\n"
-        );
-        let md = render(&args(&["--metrics", "--format", "markdown"]), &rows, None);
-        assert!(
-            md.contains("| 2×    |          7.3 |           8 |         10.5 |          24 |         41.3% |          90% |         25% |         3 |"),
-            "{md}"
-        );
-        let csv = render(&args(&["--metrics", "--format", "csv"]), &rows, None);
-        let lines: Vec<&str> = csv.lines().collect();
-        assert!(
-            lines[0].ends_with(
-                ",server.scrapes,server.running.mean,server.running.max,server.waiting.mean,\
-                 server.waiting.max,server.kv_cache_usage.mean,server.kv_cache_usage.max,\
-                 server.prefix_cache_hit_rate,server.preemptions,passed,note,file"
-            ),
-            "{}",
-            lines[0]
-        );
-        assert!(
-            lines[1].ends_with(",0,,,,,,,,,true,passed,d/speed-1.ndjson"),
-            "{}",
-            lines[1]
-        );
-        assert!(
-            lines[2]
-                .ends_with(",12,7.3,8.0,10.5,24.0,0.413,0.9,0.25,3.0,true,passed,d/speed-2.ndjson"),
-            "{}",
-            lines[2]
-        );
-        let j: Value = serde_json::from_str(&render(
-            &args(&["--metrics", "--format", "json"]),
-            &rows,
-            None,
-        ))
-        .unwrap();
-        assert_eq!(
-            j["runs"][1]["server"],
-            serde_json::to_value(busy()).unwrap()
-        );
-        assert_eq!(j["runs"][0]["server"]["waiting"], Value::Null);
-
-        // Without --metrics: null in JSON, no column elsewhere.
-        let rows = [row(1.0, None)];
-        let j: Value =
-            serde_json::from_str(&render(&args(&["--format", "json"]), &rows, None)).unwrap();
-        assert_eq!(j["runs"][0]["server"], Value::Null);
-        let csv = render(&args(&["--format", "csv"]), &rows, None);
-        assert!(!csv.contains("server"), "{csv}");
-        let table = render(&args(&[]), &rows, None);
-        assert!(!table.contains("server"), "{table}");
     }
 }
