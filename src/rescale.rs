@@ -28,6 +28,9 @@ Examples:
   Prompts twice as long (prefix sharing kept), answers of 64 to 256 tokens:
     trace-rescale --input-scale 2 --output-scale 0.5 --min-output 64 --max-output 256 trace.jsonl
 
+  Coding-agent sessions ten times as fast, idle stretches and think time capped:
+    trace-convert --from kv-cache-tester traces/ | trace-rescale --speed 10 --max-gap 30s --max-delay 5s
+
   A 57-record log as a ten-minute test:
     trace-rescale --loop 10m small.jsonl | trace-replay --url http://127.0.0.1:8000";
 
@@ -80,6 +83,19 @@ pub struct Args {
     /// Make the trace span exactly D (from the first to the last record).
     #[arg(long, value_name = "D", value_parser = positive_duration, group = "time")]
     pub duration: Option<f64>,
+
+    /// Cap the idle time between consecutive arrivals at D: a gap longer
+    /// than D (after --speed, --rate or --duration) becomes D and every
+    /// later record moves earlier by the difference, so a sparse trace
+    /// replays without dead air (AIPerf's --max-idle-gap-cap-seconds).
+    #[arg(long, value_name = "D", value_parser = positive_duration)]
+    pub max_gap: Option<f64>,
+
+    /// Cap every `delay` (think and tool time after what a record waits
+    /// for) at D, after the time change (AIPerf's
+    /// --inter-turn-delay-cap-seconds, GuideLLM's max_wait).
+    #[arg(long, value_name = "D", value_parser = duration::parse_ms)]
+    pub max_delay: Option<f64>,
 
     /// Multiply every `input_length` by F.
     #[arg(long, value_name = "F", value_parser = positive)]
@@ -167,6 +183,30 @@ struct Plan {
     id_stride: u64,
     /// Sessions seen, so that later turns may go without a timestamp.
     turns: record::Turns,
+    /// --max-gap's state.
+    gaps: GapCap,
+}
+
+/// --max-gap: arrivals walked in the order given; each gap from the
+/// latest arrival so far that is longer than the cap shortens to it, and
+/// what it cut moves every later record earlier.
+#[derive(Debug, Default)]
+struct GapCap {
+    latest: Option<f64>,
+    cut: f64,
+}
+
+impl GapCap {
+    /// The new time of an arrival at `t`.
+    fn apply(&mut self, t: f64, cap: f64) -> f64 {
+        if let Some(latest) = self.latest {
+            if t - latest > cap {
+                self.cut += t - latest - cap;
+            }
+        }
+        self.latest = Some(self.latest.map_or(t, |l| l.max(t)));
+        t - self.cut
+    }
 }
 
 /// Run trace-rescale.
@@ -190,6 +230,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         id_base: 0,
         id_stride: 0,
         turns: record::Turns::default(),
+        gaps: GapCap::default(),
     };
     if let Some(r) = &rereadable {
         let scan = scan(&mut r.lines(), args)?;
@@ -357,6 +398,7 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
             ));
         }
     }
+    cap_times(rec, args, plan)?;
     if !args.touches_tokens() {
         return Ok(false);
     }
@@ -386,6 +428,24 @@ fn transform(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<bool, Fie
     }
     forget_observed(rec, &stale)?;
     Ok(false)
+}
+
+/// --max-gap and --max-delay, on the record's times as rescaled.
+fn cap_times(rec: &mut Record, args: &Args, plan: &mut Plan) -> Result<(), FieldError> {
+    if let Some(cap) = args.max_gap {
+        if let Some(t) = rec.timestamp()? {
+            let new = plan.gaps.apply(t, cap);
+            if new != t {
+                rec.set_ms("timestamp", new);
+            }
+        }
+    }
+    if let Some(cap) = args.max_delay {
+        if rec.delay()?.is_some_and(|d| d > cap) {
+            rec.set_ms("delay", cap);
+        }
+    }
+    Ok(())
 }
 
 /// Drop the `observed` figures that described the record's old lengths:
@@ -563,6 +623,7 @@ mod tests {
             id_base: base,
             id_stride: stride,
             turns: record::Turns::default(),
+            gaps: GapCap::default(),
         }
     }
 
@@ -578,6 +639,20 @@ mod tests {
         assert_eq!(a, vec![0, 1, 13, 14]);
         assert_eq!(&b[..4], &a[..]);
         assert!(c[2..].iter().all(|id| !a.contains(id) && *id >= 10));
+    }
+
+    #[test]
+    fn gaps_over_the_cap_shorten_and_move_what_follows() {
+        // Arrivals 0, 100, 1100, 1150, 5150, 5160 with a 300 ms cap: the
+        // gap of 1000 loses 700, the gap of 4000 loses 3700 more.
+        let mut g = GapCap::default();
+        let got: Vec<f64> = [0.0, 100.0, 1100.0, 1150.0, 5150.0, 5160.0]
+            .iter()
+            .map(|&t| g.apply(t, 300.0))
+            .collect();
+        assert_eq!(got, [0.0, 100.0, 400.0, 450.0, 750.0, 760.0]);
+        // Out of order: measured from the latest arrival, never cut again.
+        assert_eq!(g.apply(5000.0, 300.0), 5000.0 - 4400.0);
     }
 
     #[test]

@@ -18,10 +18,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, count, number};
+use super::fields::{Object, block_ids, count, number};
 use super::{Ctx, Head, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
-use crate::hash::stable_hash;
 use crate::time;
 
 /// Tokens per block in the source.
@@ -122,30 +121,7 @@ fn record(
         count(obj, "input_length")?.ok_or_else(|| FieldError::new("input_length", "is missing"))?;
     let output = count(obj, "output_length")?
         .ok_or_else(|| FieldError::new("output_length", "is missing"))?;
-    let ids: Vec<u64> = match obj.get("hash_ids") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_u64().ok_or_else(|| {
-                    FieldError::new(
-                        "hash_ids",
-                        format!("element {i}: expected an integer ≥ 0, found {v}"),
-                    )
-                })
-            })
-            .collect::<std::result::Result<_, _>>()?,
-        Some(v) => {
-            return Err(FieldError::new(
-                "hash_ids",
-                format!(
-                    "expected an array of integers, found {}",
-                    crate::error::quote_value(&v.to_string())
-                ),
-            ));
-        }
-        None => Vec::new(),
-    };
+    let ids = block_ids(obj, "hash_ids")?.unwrap_or_default();
     let want = input.div_ceil(SOURCE_BLOCK);
     let blocks = format!(
         "has {} block{}, but input_length {input} needs ceil({input} / {SOURCE_BLOCK}) = {want}",
@@ -170,47 +146,12 @@ fn record(
     // The session is known once every row is read (see `finish`).
     req.trace_id = Some(chat.to_string());
     if !ids.is_empty() {
-        req.hashes = Some(hashing::fit(
-            reblock(&ids, (hashing::BLOCK as u64 / SOURCE_BLOCK) as usize),
-            crate::record::blocks_for(input, crate::record::DEFAULT_BLOCK_SIZE) as usize,
-        ));
+        req.hashes = Some(hashing::from_source_blocks(
+            &ids,
+            SOURCE_BLOCK,
+            ("input_length", input),
+            0,
+        )?);
     }
     Ok(req)
-}
-
-/// Group `per` source ids into one block, chained with the previous one.
-pub fn reblock(ids: &[u64], per: usize) -> Vec<u64> {
-    let mut prev = 0u64;
-    let mut bytes = Vec::with_capacity(per * 8);
-    ids.chunks(per)
-        .map(|group| {
-            bytes.clear();
-            for id in group {
-                bytes.extend_from_slice(&id.to_le_bytes());
-            }
-            prev = stable_hash(prev ^ 0xb1, &bytes);
-            prev
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reblock;
-
-    #[test]
-    fn reblocking_keeps_shared_prefixes() {
-        let a: Vec<u64> = (0..70).collect();
-        let mut b = a[..64].to_vec();
-        b.extend([999, 1000]);
-        let (ra, rb) = (reblock(&a, 32), reblock(&b, 32));
-        assert_eq!(ra.len(), 3);
-        assert_eq!(ra[..2], rb[..2]);
-        assert_ne!(ra[2], rb[2]);
-        // One differing id in the first group changes every block.
-        let mut c = a.clone();
-        c[3] = 500;
-        let rc = reblock(&c, 32);
-        assert!(ra.iter().zip(&rc).all(|(x, y)| x != y));
-    }
 }

@@ -103,6 +103,28 @@ pub fn count<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<u64>, Fi
     }
 }
 
+/// An array of block ids (integers ≥ 0), as public traces give
+/// `hash_ids`.
+pub fn block_ids<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<Vec<u64>>, FieldError> {
+    match present(obj, field) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_u64().ok_or_else(|| {
+                    FieldError::new(
+                        field,
+                        format!("element {i}: expected an integer ≥ 0, found {v}"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<u64>, FieldError>>()
+            .map(Some),
+        Some(v) => Err(expected(field, "an array of integers", v)),
+    }
+}
+
 /// A finite number, as a number or as text.
 pub fn number<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<f64>, FieldError> {
     let Some(v) = present(obj, field) else {

@@ -232,6 +232,53 @@ pub fn fit(mut hashes: Vec<u64>, want: usize) -> Vec<u64> {
     hashes
 }
 
+/// Block ids of a trace with `source_block`-token blocks (Bailian's 16,
+/// the coding traces' 64) as canonical 512-token blocks: each run of
+/// 512 / `source_block` ids becomes one block whose hash chains those ids
+/// with the previous block's, so equal 512-token prefixes keep equal ids;
+/// fitted to the blocks `input` tokens need. `scope` seeds the chain:
+/// ids that are local to one file do not match another file's. More ids
+/// than `input` (the source's `length` field) needs is an error.
+pub fn from_source_blocks(
+    ids: &[u64],
+    source_block: u64,
+    (length, input): (&str, u64),
+    scope: u64,
+) -> Result<Vec<u64>, crate::error::FieldError> {
+    let want = input.div_ceil(source_block);
+    if ids.len() as u64 > want {
+        return Err(crate::error::FieldError::new(
+            "hash_ids",
+            format!(
+                "has {} blocks, but {length} {input} needs ceil({input} / {source_block}) = {want}",
+                ids.len()
+            ),
+        ));
+    }
+    let per = (BLOCK as u64 / source_block.clamp(1, BLOCK as u64)) as usize;
+    Ok(fit(
+        reblock(ids, per, scope),
+        crate::record::blocks_for(input, BLOCK as u64) as usize,
+    ))
+}
+
+/// Group `per` source ids into one block, chained with the previous one
+/// (the first with `seed`).
+fn reblock(ids: &[u64], per: usize, seed: u64) -> Vec<u64> {
+    let mut prev = seed;
+    let mut bytes = Vec::with_capacity(per * 8);
+    ids.chunks(per)
+        .map(|group| {
+            bytes.clear();
+            for id in group {
+                bytes.extend_from_slice(&id.to_le_bytes());
+            }
+            prev = stable_hash(prev ^ 0xb1, &bytes);
+            prev
+        })
+        .collect()
+}
+
 /// Dense ids for hashes, in order of first appearance.
 #[derive(Debug, Default)]
 pub struct Renumber {
@@ -349,6 +396,44 @@ impl<T: Send + 'static> Workers<T> {
 mod tests {
     use super::*;
     use crate::hash::mix;
+
+    #[test]
+    fn reblocking_keeps_shared_prefixes() {
+        let a: Vec<u64> = (0..70).collect();
+        let mut b = a[..64].to_vec();
+        b.extend([999, 1000]);
+        let (ra, rb) = (reblock(&a, 32, 0), reblock(&b, 32, 0));
+        assert_eq!(ra.len(), 3);
+        assert_eq!(ra[..2], rb[..2]);
+        assert_ne!(ra[2], rb[2]);
+        // One differing id in the first group changes every block.
+        let mut c = a.clone();
+        c[3] = 500;
+        let rc = reblock(&c, 32, 0);
+        assert!(ra.iter().zip(&rc).all(|(x, y)| x != y));
+        // Another scope shares nothing.
+        assert!(reblock(&a, 32, 7).iter().all(|x| !ra.contains(x)));
+    }
+
+    #[test]
+    fn source_blocks_become_the_blocks_the_prompt_needs() {
+        // 64-token blocks, 8 to a canonical block: 17 ids (1,088 tokens,
+        // the last block full) make ceil(17 / 8) = 3 groups; a prompt of
+        // 1,100 tokens needs ceil(1100 / 512) = 3 blocks, one of 1,600
+        // needs 4 (the fourth continues the chain).
+        let ids: Vec<u64> = (1..=17).collect();
+        let three = from_source_blocks(&ids, 64, ("in", 1100), 0).unwrap();
+        assert_eq!(three, reblock(&ids, 8, 0));
+        let four = from_source_blocks(&ids, 64, ("in", 1600), 0).unwrap();
+        assert_eq!(four.len(), 4);
+        assert_eq!(four[..3], three[..]);
+        // 1,000 tokens need ceil(1000 / 64) = 16 blocks, not 17.
+        let err = from_source_blocks(&ids, 64, ("in", 1000), 0).unwrap_err();
+        assert_eq!(
+            err.msg,
+            "has 17 blocks, but in 1000 needs ceil(1000 / 64) = 16"
+        );
+    }
 
     /// A seeded generator (SplitMix64), so every run tests the same cases.
     struct Rng(u64);

@@ -147,6 +147,7 @@ pub(super) struct Kept {
     keep_failed: bool,
     keep_cache_hits: bool,
     keep_messages: bool,
+    no_graph: bool,
 }
 
 impl Kept {
@@ -161,6 +162,7 @@ impl Kept {
             keep_failed: args.keep_failed,
             keep_cache_hits: args.keep_cache_hits,
             keep_messages: args.keep_messages,
+            no_graph: args.no_graph,
         }
     }
 
@@ -269,11 +271,30 @@ impl Kept {
         let _ = write!(out, "\"output_length\":{output_length}");
     }
 
-    /// `model`, `messages`, `tools`, `id` and `observed`, each where the
+    /// `model`, `messages`, `tools`, `id`, `observed`, and the source's
+    /// own `after` (not under --no-graph) and `delay`, each where the
     /// request has it, comma-separated (nothing when it has none).
     fn write_tail(&mut self, req: &Request, messages: Option<(Value, Option<Value>)>) {
-        let out = &mut self.bytes;
         let mut key = Members::default();
+        self.write_fields(req, messages, &mut key);
+        let out = &mut self.bytes;
+        if !req.after.is_empty() && !self.no_graph {
+            key.open(out, "after");
+            json(out, &req.after);
+        }
+        if let Some(ms) = req.delay_ms {
+            key.open(out, "delay");
+            out.extend_from_slice(format_ms(ms.max(0.0)).as_bytes());
+        }
+    }
+
+    fn write_fields(
+        &mut self,
+        req: &Request,
+        messages: Option<(Value, Option<Value>)>,
+        key: &mut Members,
+    ) {
+        let out = &mut self.bytes;
         if let Some(model) = &req.model {
             key.open(out, "model");
             json(out, model);

@@ -16,16 +16,21 @@ pub mod bailian;
 pub mod burstgpt;
 pub mod chat;
 pub mod container;
+pub mod dynamo;
 pub mod fields;
 pub mod graph;
 pub mod hashing;
 mod held;
+pub mod kv_cache_tester;
 pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
 pub mod openai_batch;
 pub mod otel;
 pub mod parquet;
+pub mod prefix;
+pub mod servegen;
+pub mod tracelab;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -56,12 +61,16 @@ Examples:
   A public trace, ten minutes of it, twice as fast:
     trace-convert AzureLLMInferenceTrace_conv.csv | trace-slice --to 10m | trace-rescale --speed 2
 
+  Public coding-agent sessions with their subagents, checked:
+    trace-convert --from kv-cache-tester traces/ | trace-validate --report
+
   Keep the conversations themselves, for an exact replay:
     trace-convert --from litellm --keep-messages spend_logs.csv -o trace.jsonl.gz";
 
-/// Convert LiteLLM and Langfuse logs, OpenTelemetry spans, OpenAI batches
-/// and public traces (Mooncake, Azure, BurstGPT, Bailian) to canonical trace
-/// records (JSONL).
+/// Convert LiteLLM and Langfuse logs, OpenTelemetry spans, OpenAI batches,
+/// public traces (Mooncake, Azure, BurstGPT, Bailian, ServeGen) and
+/// coding-agent sessions (kv-cache-tester, Dynamo, TraceLab) to canonical
+/// trace records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
 /// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
@@ -133,9 +142,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME|FILE", default_value = tokenizer::DEFAULT)]
     pub tokenizer: String,
 
-    /// openai-batch only: space the records R per second, in the input
-    /// file's order (a batch has no arrival times; without this flag every
-    /// record is at 0).
+    /// openai-batch and servegen only: space the records R per second, in
+    /// the batch's input order (a batch has no arrival times; without this
+    /// flag every record is at 0).
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
 
@@ -202,6 +211,43 @@ pub const SOURCES: &[Source] = &[
         read: langfuse::read,
         finish: None,
         takes_rate: false,
+    },
+    Source {
+        name: "kv-cache-tester",
+        help: "Agentic coding sessions in the kv-cache-tester format (Weka / SemiAnalysis \
+               traces): subagents as `after` fan-out and join, 64-token blocks re-blocked \
+               to 512",
+        sniff: kv_cache_tester::sniff,
+        read: kv_cache_tester::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "dynamo",
+        help: "Dynamo agentic Mooncake traces: `wait_for` as `after`, `delay` + \
+               `tool_wait_ms` as `delay`, hash_ids re-blocked to 512",
+        sniff: dynamo::sniff,
+        read: dynamo::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "tracelab",
+        help: "TraceLab Claude Code / Codex rounds: sessions as `after` chains, prefix chains \
+               from `prefix_tokens`",
+        sniff: tracelab::sniff,
+        read: tracelab::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "servegen",
+        help: "ServeGen offline batch traces (content-hash and stat traces; no arrival \
+               times: see --rate)",
+        sniff: servegen::sniff,
+        read: servegen::read,
+        finish: None,
+        takes_rate: true,
     },
     Source {
         name: "mooncake",
@@ -408,6 +454,13 @@ pub struct Request {
     /// Why the request has no output tokens, when the source can say more
     /// than that it has none (the summary's reason for leaving it out).
     pub no_output: Option<&'static str>,
+    /// The ids of the calls it waits for, where the source says so
+    /// (agentic traces): written as `after`, the conversation parent first.
+    /// Such a call has no `end_ns`, so the derived graph leaves it alone.
+    pub after: Vec<String>,
+    /// Think or tool time after what it waits for completed, ms: written
+    /// as `delay`.
+    pub delay_ms: Option<f64>,
 }
 
 impl Request {
@@ -434,6 +487,8 @@ impl Request {
             output_text: None,
             mark_counts: false,
             no_output: None,
+            after: Vec::new(),
+            delay_ms: None,
         }
     }
 }
@@ -463,6 +518,8 @@ pub struct Ctx {
     pub trace_sessions: HashMap<String, String>,
     /// Langfuse trace records read (they are not requests).
     pub traces_read: u64,
+    /// `--rate`, for sources without arrival times that read it as they go.
+    pub rate: Option<f64>,
 }
 
 impl Ctx {
@@ -482,6 +539,7 @@ impl Ctx {
             bailian_parents: HashMap::new(),
             trace_sessions: HashMap::new(),
             traces_read: 0,
+            rate: args.rate,
         }
     }
 
@@ -699,7 +757,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
                 .collect();
             return Err(Error::usage(format!(
                 "--rate applies to {} input only; {} input has its own arrival times",
-                takers.join(", "),
+                takers.join(" and "),
                 source.name
             )));
         }

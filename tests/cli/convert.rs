@@ -8,13 +8,13 @@ use serde_json::{Value, json};
 
 use crate::util::{Cmd, Run, TestDir, columns, data, run_stdin};
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     data(&format!("convert/{name}"))
         .to_string_lossy()
         .into_owned()
 }
 
-fn convert(args: &[&str]) -> Run {
+pub(crate) fn convert(args: &[&str]) -> Run {
     let run = Cmd::new("trace-convert").args(args).run();
     run.code(0);
     run
@@ -32,7 +32,7 @@ fn convert_kept(name: &str) -> Run {
 
 /// The output passes trace-validate with no error and no warning.
 #[track_caller]
-fn valid(run: &Run) {
+pub(crate) fn valid(run: &Run) {
     let v = run_stdin(
         "trace-validate",
         &["--check", "--strict"],
@@ -45,6 +45,25 @@ fn valid(run: &Run) {
 /// records it converts to.
 const EVERY_FIXTURE: &[(&str, &[(&str, usize)])] = &[
     ("mooncake", &[("synthetic_trace.jsonl", 3993)]),
+    (
+        "kv-cache-tester",
+        &[
+            ("kv_cache_tester_trace_0504.json", 3),
+            ("kv_cache_tester_trace_0291.requests15-19.json", 15),
+        ],
+    ),
+    ("tracelab", &[("tracelab_sanitized_round_trace.jsonl", 19)]),
+    (
+        "dynamo",
+        &[("dynamo_agentic_mooncake.constructed.jsonl", 3)],
+    ),
+    (
+        "servegen",
+        &[
+            ("servegen_offline_trace_a.head12.jsonl", 12),
+            ("servegen_offline_trace_d.head12.jsonl", 12),
+        ],
+    ),
     (
         "azure",
         &[
@@ -553,7 +572,7 @@ fn bad_records_name_file_line_field_and_value() {
 fn unrecognised_input_lists_the_formats() {
     let run = Cmd::new("trace-convert").stdin("hello, world\n").run();
     run.code(2);
-    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, mooncake, azure, burstgpt, bailian, openai-batch\n");
+    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, servegen, mooncake, azure, burstgpt, bailian, openai-batch\n");
 }
 
 #[test]
@@ -735,7 +754,7 @@ fn openai_batch_joins_input_output_and_errors() {
         .args(["--rate", "2", &fixture("BurstGPT_v1_6col.constructed.csv")])
         .run();
     run.code(2);
-    run.stderr_has("trace-convert: error: --rate applies to openai-batch input only; burstgpt input has its own arrival times");
+    run.stderr_has("trace-convert: error: --rate applies to servegen and openai-batch input only; burstgpt input has its own arrival times");
 }
 
 #[test]

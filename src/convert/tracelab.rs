@@ -1,0 +1,126 @@
+//! TraceLab round traces (uw-syfi/TraceLab: Claude Code and Codex
+//! sessions, JSONL, one LLM round per line): `session_id`, `round_index`,
+//! `round_id`, `model`, `input_tokens_total` = `prefix_tokens` (read from
+//! the prompt cache) + `newly_append_tokens`, `output_tokens`, and
+//! `timing_events[]` (`user_message`, `tool_result`, `reasoning`, `text`,
+//! `tool_call`, `usage_report`, each with an ISO `timestamp`).
+//!
+//! A round arrives when its input is complete: at its last `user_message`
+//! or `tool_result` event (else its first event). It ends at its last
+//! other event. A later round of a session waits for the round before it
+//! (`after`), `delay` after that one ended: the tool and user time between
+//! them. The trace has no time to first token, so none is written; the
+//! span from arrival to end is `observed.e2e_ms` and `prefix_tokens` is
+//! `observed.cached_tokens`. Its `hash_ids` are prefix chains (see
+//! [`super::prefix`]) sharing `prefix_tokens`.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::fields::{Object, count, instant, string};
+use super::{Ctx, Head, Request, container, prefix};
+use crate::error::{FieldError, Result};
+
+/// TraceLab rows split each prompt into `prefix_tokens` and
+/// `newly_append_tokens`.
+pub fn sniff(head: &Head) -> bool {
+    head.is_json() && head.contains("\"newly_append_tokens\"") && head.contains("\"round_index\"")
+}
+
+/// The end of each session's last round, and its id.
+#[derive(Default)]
+struct Sessions {
+    last: HashMap<String, (String, i64)>,
+    chains: prefix::Chains,
+}
+
+/// Read TraceLab rounds.
+pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let mut sessions = Sessions::default();
+    container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
+        match round(&obj, loc, &mut sessions) {
+            Ok(req) => ctx.push(req),
+            Err(e) => ctx.bad(e.at(loc)),
+        }
+    })
+}
+
+fn round(
+    obj: &Object,
+    loc: &crate::error::Location,
+    sessions: &mut Sessions,
+) -> std::result::Result<Request, FieldError> {
+    let session =
+        string(obj, "session_id")?.ok_or_else(|| FieldError::new("session_id", "is missing"))?;
+    let id = string(obj, "round_id")?
+        .or(string(obj, "trace_key")?)
+        .ok_or_else(|| FieldError::new("round_id", "is missing"))?;
+    let input = count(obj, "input_tokens_total")?
+        .ok_or_else(|| FieldError::new("input_tokens_total", "is missing"))?;
+    let output = count(obj, "output_tokens")?
+        .ok_or_else(|| FieldError::new("output_tokens", "is missing"))?;
+    let shared = count(obj, "prefix_tokens")?.unwrap_or(0);
+    let model = string(obj, "model")?;
+    let (start, end) = times(obj)?;
+
+    let mut req = Request::new(loc.clone(), start);
+    req.input_length = Some(input);
+    req.output_length = output;
+    req.session = Some(session.clone());
+    req.id = Some(id.clone());
+    req.observed.cached_tokens = Some(shared);
+    if let Some(end) = end {
+        req.observed.e2e_ms = Some((end - start) as f64 / 1e6);
+    }
+    if let Some((prev, prev_end)) = sessions.last.get(&session) {
+        req.after = vec![prev.clone()];
+        req.delay_ms = Some(((start - prev_end) as f64 / 1e6).max(0.0));
+    }
+    req.hashes = Some(sessions.chains.blocks(
+        &session,
+        model.as_deref().unwrap_or(""),
+        input,
+        shared,
+    ));
+    req.model = model;
+    sessions.last.insert(session, (id, end.unwrap_or(start)));
+    Ok(req)
+}
+
+/// A round's arrival (its last input event, else its first event) and its
+/// end (its last output event), epoch nanoseconds.
+fn times(obj: &Object) -> std::result::Result<(i64, Option<i64>), FieldError> {
+    let Some(Value::Array(events)) = obj.get("timing_events") else {
+        return Err(FieldError::new(
+            "timing_events",
+            "is missing: a round's times are its events'",
+        ));
+    };
+    let mut first = None;
+    let mut input = None;
+    let mut end = None;
+    for (i, e) in events.iter().enumerate() {
+        let field = format!("timing_events[{i}].timestamp");
+        let Value::Object(e) = e else {
+            return Err(FieldError::new(
+                format!("timing_events[{i}]"),
+                "expected an object",
+            ));
+        };
+        let (at, _) = instant(e, "timestamp")
+            .map_err(|err| FieldError::new(field.clone(), err.msg))?
+            .ok_or_else(|| FieldError::new(field, "is missing"))?;
+        first.get_or_insert(at);
+        match e.get("event_type").and_then(Value::as_str) {
+            Some("user_message" | "tool_result") => input = Some(at),
+            _ => end = Some(end.map_or(at, |x: i64| x.max(at))),
+        }
+    }
+    let start = input
+        .or(first)
+        .ok_or_else(|| FieldError::new("timing_events", "is empty: a round needs its times"))?;
+    Ok((start, end.filter(|&e| e >= start)))
+}

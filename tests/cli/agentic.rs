@@ -1,0 +1,338 @@
+//! Agentic and batch traces: kv-cache-tester coding sessions with
+//! subagents, TraceLab rounds, ServeGen offline batches; and the time caps
+//! of trace-rescale that such traces need. Every value checked here is
+//! worked out by hand from the source files in `tests/data/convert/`.
+
+use serde_json::{Value, json};
+
+use crate::convert::{fixture as path, valid};
+use crate::util::{Run, hash_ids, run_stdin};
+
+/// `trace-convert ARGS`, exit 0, its output accepted by
+/// `trace-validate --check --strict`.
+fn convert(args: &[&str]) -> Run {
+    let run = crate::convert::convert(args);
+    valid(&run);
+    run
+}
+
+fn by_id<'a>(records: &'a [Value], id: &str) -> &'a Value {
+    records
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no record {id}"))
+}
+
+#[test]
+fn coding_session_subagents_fan_out_from_their_spawner_and_join_the_parent() {
+    // trace_0291, requests[15..=19]: the parent call at t 1085 s
+    // (api_time 15.64, so it ends at 1100.64), subagent agent_001 spawned
+    // at 1148.013 (calls at +0, 5, 11, 15, 20 s; the last takes 24.84 s:
+    // it ends at 1192.853), agent_002 at 1180.553 (calls at +0, 5, 11, 16,
+    // 22, 27, 54 s; the last takes 21.6 s: it ends at 1256.153), then the
+    // parent's calls at 1209 (api_time 49.06: ends 1258.06) and 1269.
+    let run = convert(&[&path("kv_cache_tester_trace_0291.requests15-19.json")]);
+    run.stderr_has("recognised as kv-cache-tester input");
+    let out = run.json_lines();
+    assert_eq!(out.len(), 1 + 5 + 7 + 2);
+    let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    // Sorted by arrival, rebased to the first call (1085 s).
+    assert_eq!(
+        ids,
+        [
+            "trace_0291:0",
+            "trace_0291/agent_001:0",
+            "trace_0291/agent_001:1",
+            "trace_0291/agent_001:2",
+            "trace_0291/agent_001:3",
+            "trace_0291/agent_001:4",
+            "trace_0291/agent_002:0",
+            "trace_0291/agent_002:1",
+            "trace_0291/agent_002:2",
+            "trace_0291/agent_002:3",
+            "trace_0291/agent_002:4",
+            "trace_0291/agent_002:5",
+            "trace_0291:1",
+            "trace_0291/agent_002:6",
+            "trace_0291:2",
+        ]
+    );
+    let parent = by_id(&out, "trace_0291:0");
+    assert_eq!(parent["timestamp"], json!(0));
+    assert_eq!(parent["input_length"], json!(91853));
+    assert_eq!(parent["output_length"], json!(795));
+    assert_eq!(parent["model"], json!("claude-opus-4-5-20251101"));
+    assert_eq!(parent["session_id"], json!("trace_0291"));
+    assert_eq!(parent["observed"], json!({"e2e_ms": 15640, "status": "ok"}));
+    assert!(parent.get("after").is_none() && parent.get("delay").is_none());
+
+    // Fan-out: both subagents' first calls wait for the call that spawned
+    // them, from its end: 1148.013 - 1100.64 = 47.373 s and
+    // 1180.553 - 1100.64 = 79.913 s.
+    let a0 = by_id(&out, "trace_0291/agent_001:0");
+    assert_eq!(a0["timestamp"], json!(63013));
+    assert_eq!(a0["after"], json!(["trace_0291:0"]));
+    assert_eq!(a0["delay"], json!(47373));
+    assert_eq!(a0["model"], json!("claude-haiku-4-5-20251001"));
+    assert_eq!(a0["session_id"], json!("trace_0291"));
+    let b0 = by_id(&out, "trace_0291/agent_002:0");
+    assert_eq!(b0["timestamp"], json!(95553));
+    assert_eq!(b0["after"], json!(["trace_0291:0"]));
+    assert_eq!(b0["delay"], json!(79913));
+    // Within a subagent: the call before, its think_time.
+    let a1 = by_id(&out, "trace_0291/agent_001:1");
+    assert_eq!(a1["after"], json!(["trace_0291/agent_001:0"]));
+    assert_eq!(a1["delay"], json!(3000));
+    let b6 = by_id(&out, "trace_0291/agent_002:6");
+    assert_eq!(b6["after"], json!(["trace_0291/agent_002:5"]));
+    assert_eq!(b6["delay"], json!(24000));
+
+    // Joins: the parent's call at 1209 is its first to start after
+    // agent_001 ended (1192.853); 1209 - 1192.853 = 16.147 s. agent_002
+    // ended at 1256.153, after 1209 + 1 s: the call at 1269 joins it,
+    // from the later of 1258.06 and 1256.153: 10.94 s.
+    let p1 = by_id(&out, "trace_0291:1");
+    assert_eq!(p1["timestamp"], json!(124000));
+    assert_eq!(
+        p1["after"],
+        json!(["trace_0291:0", "trace_0291/agent_001:4"])
+    );
+    assert_eq!(p1["delay"], json!(16147));
+    let p2 = by_id(&out, "trace_0291:2");
+    assert_eq!(p2["timestamp"], json!(184000));
+    assert_eq!(
+        p2["after"],
+        json!(["trace_0291:1", "trace_0291/agent_002:6"])
+    );
+    assert_eq!(p2["delay"], json!(10940));
+
+    // Blocks: the subagents' first prompts share their first 174 64-token
+    // ids, so floor(174 / 8) = 21 blocks of 512; 11353 tokens need
+    // ceil(11353 / 512) = 23. The parent's next prompt begins with all
+    // 1435 ids of its last: 179 whole blocks of 8 (the 180th had 3).
+    let (a, b) = (hash_ids(a0), hash_ids(b0));
+    assert_eq!((a.len(), b.len()), (23, 23));
+    assert_eq!(a[..21], b[..21]);
+    assert_ne!(a[21], b[21]);
+    let (p, q) = (hash_ids(parent), hash_ids(p1));
+    assert_eq!((p.len(), q.len()), (180, 191));
+    assert_eq!(p[..179], q[..179]);
+    assert_ne!(p[179], q[179]);
+    assert!(a.iter().all(|x| !p.contains(x)));
+}
+
+#[test]
+fn coding_session_think_time_and_unknown_ttft() {
+    // trace_0504: three calls; only the third streamed (`ttft` 1.75 s).
+    let out = convert(&[&path("kv_cache_tester_trace_0504.json")]).json_lines();
+    let want = [
+        (0, None, None, 8790, None),
+        (13000, Some("trace_0504:0"), Some(4000), 3090, None),
+        (
+            3075000,
+            Some("trace_0504:1"),
+            Some(3058000),
+            3380,
+            Some(1750),
+        ),
+    ];
+    assert_eq!(out.len(), 3);
+    for (rec, (ts, after, delay, e2e, ttft)) in out.iter().zip(want) {
+        assert_eq!(rec["timestamp"], json!(ts));
+        assert_eq!(rec["after"], after.map_or(Value::Null, |a| json!([a])));
+        assert_eq!(rec["delay"], delay.map_or(Value::Null, |d| json!(d)));
+        assert_eq!(rec["observed"]["e2e_ms"], json!(e2e));
+        assert_eq!(
+            rec["observed"]["ttft_ms"],
+            ttft.map_or(Value::Null, |t| json!(t))
+        );
+    }
+    // 11133 tokens: ceil(11133 / 512) = 22 blocks; the next prompt keeps
+    // all 173 ids and adds 3, so its first floor(173 / 8) = 21 blocks.
+    let (a, b) = (hash_ids(&out[0]), hash_ids(&out[1]));
+    assert_eq!(a.len(), 22);
+    assert_eq!(a[..21], b[..21]);
+    assert_ne!(a[21], b[21]);
+}
+
+#[test]
+fn coding_session_errors_name_the_call_and_field() {
+    let bad = r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":10,"out":1},{"t":1,"in":"many","out":1}]}"#;
+    run_stdin("trace-convert", &["--from", "kv-cache-tester"], bad)
+        .code(2)
+        .stderr_has(
+            "trace-convert: <stdin>:1: error: field `requests[1].in`: expected an integer ≥ 0, found \"many\"",
+        );
+    let nested = r#"{"id":"x","block_size":64,"requests":[{"t":0,"type":"subagent","requests":[{"t":-1,"in":1,"out":1}]}]}"#;
+    run_stdin("trace-convert", &["--from", "kv-cache-tester"], nested)
+        .code(2)
+        .stderr_has("field `requests[0].requests[0].t`: expected seconds ≥ 0, found -1");
+    let long =
+        r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":64,"out":1,"hash_ids":[1,2]}]}"#;
+    run_stdin("trace-convert", &["--from", "kv-cache-tester"], long)
+        .code(2)
+        .stderr_has(
+            "field `requests[0].hash_ids`: has 2 blocks, but in 64 needs ceil(64 / 64) = 1",
+        );
+    let odd = r#"{"id":"x","block_size":100,"requests":[]}"#;
+    run_stdin("trace-convert", &["--from", "kv-cache-tester"], odd)
+        .code(2)
+        .stderr_has("field `block_size`: expected a divisor of 512, found 100");
+}
+
+#[test]
+fn tracelab_rounds_chain_with_tool_time_and_share_their_cached_prefix() {
+    let run = convert(&[&path("tracelab_sanitized_round_trace.jsonl")]);
+    run.stderr_has("recognised as tracelab input");
+    let out = run.json_lines();
+    assert_eq!(out.len(), 19);
+    // The Codex session (2026-03-21) comes first; its first round arrives
+    // at its user message, 10:05:59.328, and ends at its last event,
+    // usage_report 10:06:05.542: 6214 ms.
+    let c0 = by_id(&out, "491f65ac-7464-29f5-68e0-92f973978ce5:0");
+    assert_eq!(c0["timestamp"], json!(0));
+    assert_eq!(c0["model"], json!("gpt-5.4"));
+    assert_eq!(
+        c0["observed"],
+        json!({"e2e_ms": 6214, "cached_tokens": 6912, "status": "ok"})
+    );
+    // The next round arrives at its last tool result, 10:06:06.704, and
+    // waits for the first from its end: 1162 ms of tool time.
+    let c1 = by_id(&out, "491f65ac-7464-29f5-68e0-92f973978ce5:1");
+    assert_eq!(c1["timestamp"], json!(7376));
+    assert_eq!(
+        c1["after"],
+        json!(["491f65ac-7464-29f5-68e0-92f973978ce5:0"])
+    );
+    assert_eq!(c1["delay"], json!(1162));
+    assert_eq!(
+        c1["session_id"],
+        json!("codex:a611041f-625d-6fad-5e59-845850dc6543")
+    );
+    // Claude's second round: the WebSearch's 19291 ms (05:40:31.647 to
+    // 05:40:50.938), arrival to end 05:40:50.938 to 05:41:04.862.
+    let m1 = by_id(&out, "msg_8d1986c8b1e483eb421ec3b2");
+    assert_eq!(m1["after"], json!(["msg_3e0cf83dc2523801f59077fd"]));
+    assert_eq!(m1["delay"], json!(19291));
+    assert_eq!(m1["observed"]["e2e_ms"], json!(13924));
+    assert_eq!(m1["input_length"], json!(35740));
+    assert_eq!(m1["output_length"], json!(1016));
+    // Prefix chains: round 1 shares 29380 tokens, floor(29380 / 512) = 57
+    // blocks of round 0 (which has 63 whole ones); round 0 shares 27217,
+    // 53 blocks of the model's common prefix; Codex's model is another.
+    let m0 = by_id(&out, "msg_3e0cf83dc2523801f59077fd");
+    let (a, b) = (hash_ids(m0), hash_ids(m1));
+    assert_eq!((a.len(), b.len()), (64, 70));
+    assert_eq!(a[..57], b[..57]);
+    assert!(b[57..].iter().all(|x| !a.contains(x)));
+    let c = hash_ids(c0);
+    assert_eq!(c.len(), 19);
+    assert!(c.iter().all(|x| !a.contains(x)));
+}
+
+#[test]
+fn servegen_offline_batches_at_0_or_spaced_by_rate() {
+    let run = convert(&[&path("servegen_offline_trace_d.head12.jsonl")]);
+    run.stderr_has("recognised as servegen input");
+    let out = run.json_lines();
+    assert_eq!(out.len(), 12);
+    assert!(out.iter().all(|r| r["timestamp"] == json!(0)));
+    assert_eq!(out[0]["id"], json!("0"));
+    assert_eq!(out[0]["input_length"], json!(61));
+    assert_eq!(out[0]["output_length"], json!(2370));
+    assert_eq!(out[0]["observed"], json!({"e2e_ms": 14000, "status": "ok"}));
+    // --rate 4: request N at N / 4 s.
+    let out = convert(&[
+        "--rate",
+        "4",
+        &path("servegen_offline_trace_a.head12.jsonl"),
+    ])
+    .json_lines();
+    let ts: Vec<Value> = out.iter().map(|r| r["timestamp"].clone()).collect();
+    let want: Vec<Value> = (0..12).map(|n| json!(n * 250)).collect();
+    assert_eq!(ts, want);
+    // No output length in a content-hash trace: 1 token. 271 tokens are
+    // one block; its 17 ids of 16 tokens are one group.
+    assert_eq!(out[0]["output_length"], json!(1));
+    assert_eq!(hash_ids(&out[0]).len(), 1);
+    assert_eq!(hash_ids(&out[9]).len(), 2);
+}
+
+#[test]
+fn dynamo_agentic_rows_keep_their_waits_and_add_tool_time_to_delay() {
+    // Constructed (see SOURCES.md): 64-token blocks, 16, 10 and 24 ids.
+    let run = convert(&[&path("dynamo_agentic_mooncake.constructed.jsonl")]);
+    run.stderr_has("recognised as dynamo input");
+    let out = run.json_lines();
+    let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["parent-1", "child-1", "parent-2"]);
+    // 1024 tokens in 16 ids: blocks of 64 (16 * 32 < 1024), 2 of 512.
+    assert_eq!(out[0]["hash_ids"], json!([0, 1]));
+    assert_eq!(out[0]["session_id"], json!("root"));
+    assert!(out[0].get("after").is_none());
+    // The subagent's call waits for its spawner, 100 ms: a one-call
+    // trajectory is no session.
+    assert_eq!(out[1]["after"], json!(["parent-1"]));
+    assert_eq!(out[1]["delay"], json!(100));
+    assert_eq!(out[1]["hash_ids"], json!([2, 3]));
+    assert!(out[1].get("session_id").is_none());
+    // The join: 100 ms of delay + 100 ms of tool time.
+    assert_eq!(out[2]["timestamp"], json!(500));
+    assert_eq!(out[2]["after"], json!(["parent-1", "child-1"]));
+    assert_eq!(out[2]["delay"], json!(200));
+    assert_eq!(out[2]["hash_ids"], json!([0, 1, 4]));
+}
+
+fn rescale(args: &[&str], input: &str) -> Vec<String> {
+    let run = run_stdin("trace-rescale", args, input);
+    run.code(0);
+    run.lines()
+}
+
+const GAPPY: &str = "\
+{\"timestamp\":0}
+{\"timestamp\":100,\"session_id\":\"s\",\"delay\":8000}
+{\"timestamp\":1100}
+{\"timestamp\":1150,\"session_id\":\"s\",\"delay\":20}
+{\"timestamp\":61150}
+";
+
+#[test]
+fn max_gap_shortens_idle_stretches_and_max_delay_caps_think_time() {
+    // Gaps 100, 1000, 50, 60000 with a 300 ms cap: the 1000 loses 700,
+    // the 60000 loses 59700 more (60400 in all): 1100 -> 400,
+    // 1150 -> 450, 61150 -> 750. The delay of 8000 becomes 5000.
+    assert_eq!(
+        rescale(&["--max-gap", "300ms", "--max-delay", "5s"], GAPPY),
+        [
+            "{\"timestamp\":0}",
+            "{\"timestamp\":100,\"session_id\":\"s\",\"delay\":5000}",
+            "{\"timestamp\":400}",
+            "{\"timestamp\":450,\"session_id\":\"s\",\"delay\":20}",
+            "{\"timestamp\":750}",
+        ]
+    );
+    // After --speed 2 (times 0, 50, 550, 575, 30575; delays 4000, 10):
+    // the 500 gap loses 200, the 30000 gap 29700 more: 350, 375, 675.
+    assert_eq!(
+        rescale(
+            &["--speed", "2", "--max-gap", "300ms", "--max-delay", "5s"],
+            GAPPY
+        ),
+        [
+            "{\"timestamp\":0}",
+            "{\"timestamp\":50,\"session_id\":\"s\",\"delay\":4000}",
+            "{\"timestamp\":350}",
+            "{\"timestamp\":375,\"session_id\":\"s\",\"delay\":10}",
+            "{\"timestamp\":675}",
+        ]
+    );
+    // 0 removes think time.
+    assert_eq!(
+        rescale(&["--max-delay", "0s"], GAPPY)[1],
+        "{\"timestamp\":100,\"session_id\":\"s\",\"delay\":0}"
+    );
+    run_stdin("trace-rescale", &["--max-gap", "0s"], GAPPY)
+        .code(2)
+        .stderr_has("--max-gap <D>': `0s`: the duration must be more than 0");
+}
