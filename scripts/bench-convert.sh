@@ -4,6 +4,9 @@
 #
 #   scripts/bench-convert.sh                 # 1 M payloads without prompts, 100 k with
 #   N=200000 NP=20000 scripts/bench-convert.sh
+#   BIG=20000000 scripts/bench-convert.sh    # also 20 M payloads without prompts,
+#                                            # generated into standard input
+#                                            # (beyond --memory: runs on disk)
 #
 # Prompt runs: "prompts" gives every request its own 150-2400 word user
 # message after one of eight shared system prompts; "history" is four-turn
@@ -76,6 +79,49 @@ run() { # NAME FILE ARGS...
 n=$n; w=$wall; c=$user+$sys; rss=$rss; out=$out; inp=$in
 print(f'$name: {n} payloads ({inp/1e6:.0f} MB) in {w} s wall, {c:.2f} cpu-s: {n/w:,.0f} records per wall-s, {n/c:,.0f} per cpu-s; peak RSS {rss/1024:.0f} MB = {rss*1024/out:.2f} x the output ({out/1e6:.0f} MB)')"
 }
+
+# The "plain" payloads of make_logs (the same values), formatted from one
+# dump of the template: fast enough to feed 20 M lines to a pipe.
+plain_logs() { # COUNT
+  python3 - "$@" <<'PY'
+import json, sys
+count = int(sys.argv[1])
+p = json.loads(open("tests/data/convert/standard_logging_payloads.constructed.jsonl").readline())
+t0 = p["startTime"]
+p.pop("messages", None)
+p.pop("response", None)
+marks = {"startTime": "%(s)r", "endTime": "%(e)r", "completionStartTime": "%(c)r", "id": "%(i)s",
+         "litellm_call_id": "%(i)s", "trace_id": "%(t)s", "prompt_tokens": "%(p)d",
+         "completion_tokens": "%(o)d"}
+for k in marks:
+    p[k] = "@%s@" % k
+text = json.dumps(p).replace("%", "%%")
+for k, f in marks.items():
+    quoted = f.endswith("s")
+    text = text.replace(('"@%s@"' if not quoted else "@%s@") % k, f)
+out, buf = sys.stdout, []
+for i in range(count):
+    start = t0 + i * 0.005
+    buf.append(text % {"s": start, "e": start + 0.5 + (i % 17) * 0.1, "c": start + 0.2,
+                       "i": "chatcmpl-%09d" % i, "t": "conv-%d" % (i // 4),
+                       "p": 1000 + i % 3000, "o": 20 + i % 200} + "\n")
+    if len(buf) == 10000:
+        out.write("".join(buf))
+        buf = []
+out.write("".join(buf))
+PY
+}
+
+if [ -n "${BIG:-}" ]; then
+  plain_logs "$BIG" | /usr/bin/time -f "%e %U %S %M" -o "$WORK/big.time" \
+    "$BIN/trace-convert" --from litellm - -o "$WORK/big.out.jsonl" 2> "$WORK/big.err"
+  read -r wall user sys rss < "$WORK/big.time"
+  out=$(wc -c < "$WORK/big.out.jsonl")
+  python3 -c "
+n=$BIG; w=$wall; c=$user+$sys; rss=$rss; out=$out
+print(f'big: {n} payloads from a pipe in {w} s wall, {c:.2f} cpu-s: {n/w:,.0f} records per wall-s, {n/c:,.0f} per cpu-s; peak RSS {rss/1024:.0f} MB; output {out/1e6:.0f} MB')"
+  rm -f "$WORK/big.out.jsonl"
+fi
 
 [ -s "$WORK/plain-$N.jsonl" ] || make_logs "$N" 0 "$WORK/plain-$N.jsonl"
 run plain "$WORK/plain-$N.jsonl"

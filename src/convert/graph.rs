@@ -9,7 +9,7 @@
 //! share it.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 /// One call: its group (trace or session) and its times, on one clock.
 #[derive(Clone, Copy, Debug)]
@@ -31,52 +31,103 @@ pub struct Deps {
 
 /// The dependencies of each node (None for a call that waits for nothing).
 /// A call that ended exactly when another started counts as ended before it.
-///
-/// Calls are taken in start order; the calls ended by each start only grow,
-/// so the frontier is kept as it goes: a call that ends joins it and takes
-/// out what it waited for. About n log n, plus the size of the frontiers.
 pub fn derive(nodes: &[Node]) -> Vec<Option<Deps>> {
-    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in nodes.iter().enumerate() {
-        groups.entry(n.group).or_default().push(i);
-    }
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by_key(|&i| (nodes[i].start_ns, i));
+    let mut groups: HashMap<&str, Frontier<usize>> = HashMap::new();
     let mut out: Vec<Option<Deps>> = vec![None; nodes.len()];
-    for members in groups.values() {
-        // By start, then input order: every call a call can wait for comes
-        // before it.
-        let mut order = members.clone();
-        order.sort_by_key(|&i| (nodes[i].start_ns, i));
-        // Started calls not yet ended, by end (then input order).
-        let mut running: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
-        let mut frontier: BTreeSet<(Reverse<i64>, usize)> = BTreeSet::new();
-        let mut covered: HashSet<usize> = HashSet::new();
-        for &c in &order {
-            let start = nodes[c].start_ns;
-            while let Some(&Reverse((end, p))) = running.peek() {
-                if end > start {
-                    break;
-                }
-                running.pop();
-                if let Some(d) = &out[p] {
-                    for &a in &d.after {
-                        covered.insert(a);
-                        frontier.remove(&(Reverse(nodes[a].end_ns), a));
-                    }
-                }
-                if !covered.contains(&p) {
-                    frontier.insert((Reverse(end), p));
-                }
-            }
-            if let Some(&(Reverse(last), _)) = frontier.first() {
-                out[c] = Some(Deps {
-                    after: frontier.iter().map(|&(_, p)| p).collect(),
-                    gap_ns: start - last,
-                });
-            }
-            running.push(Reverse((nodes[c].end_ns, c)));
-        }
+    for i in order {
+        let n = nodes[i];
+        let mut after = Vec::new();
+        let gap =
+            groups
+                .entry(n.group)
+                .or_default()
+                .start(n.start_ns, n.end_ns, i as u64, i, |&p| after.push(p));
+        out[i] = gap.map(|gap_ns| Deps { after, gap_ns });
     }
     out
+}
+
+/// The calls of one group, given in start order, one at a time: what
+/// each waits for is found as they come, so a writer can stream them.
+///
+/// The calls ended by each start only grow, so the frontier is kept as
+/// it goes: a call that ends joins it and takes out what it waited for.
+/// About n log n, plus the size of the frontiers. Only calls still running
+/// or in the frontier are held.
+pub struct Frontier<T> {
+    /// Started calls not yet ended, by end (then order).
+    running: BinaryHeap<Reverse<(i64, u64)>>,
+    /// Ended calls nothing ended waits for, the last ended first.
+    ended: BTreeSet<(Reverse<i64>, u64)>,
+    /// The calls running or in the frontier, by order.
+    calls: HashMap<u64, Call<T>>,
+}
+
+struct Call<T> {
+    end_ns: i64,
+    after: Vec<u64>,
+    value: T,
+}
+
+impl<T> Default for Frontier<T> {
+    fn default() -> Self {
+        Frontier {
+            running: BinaryHeap::new(),
+            ended: BTreeSet::new(),
+            calls: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Frontier<T> {
+    /// The next call of the group (starts never decrease; `order` breaks
+    /// ties and grows with each call): `each` is given the values of the
+    /// calls it waits for, the one that ended last first (ties: the lower
+    /// order first), and the gap from that end to its start is returned
+    /// (None: it waits for nothing).
+    pub fn start(
+        &mut self,
+        start_ns: i64,
+        end_ns: i64,
+        order: u64,
+        value: T,
+        mut each: impl FnMut(&T),
+    ) -> Option<i64> {
+        while let Some(&Reverse((end, p))) = self.running.peek() {
+            if end > start_ns {
+                break;
+            }
+            self.running.pop();
+            let waited = std::mem::take(&mut self.calls.get_mut(&p).expect("running").after);
+            for a in waited {
+                // Waited for by a call that ended: no longer in the frontier.
+                if let Some(c) = self.calls.remove(&a) {
+                    self.ended.remove(&(Reverse(c.end_ns), a));
+                }
+            }
+            self.ended.insert((Reverse(end), p));
+        }
+        let gap = self
+            .ended
+            .first()
+            .map(|&(Reverse(last), _)| start_ns - last);
+        let after: Vec<u64> = self.ended.iter().map(|&(_, p)| p).collect();
+        for p in &after {
+            each(&self.calls[p].value);
+        }
+        self.running.push(Reverse((end_ns, order)));
+        self.calls.insert(
+            order,
+            Call {
+                end_ns,
+                after,
+                value,
+            },
+        );
+        gap
+    }
 }
 
 #[cfg(test)]

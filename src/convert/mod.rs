@@ -8,8 +8,8 @@
 //! sorting by arrival, rebasing time to the first record, deriving session
 //! delays, content hashing, writing the records and the summary.
 //!
-//! Sorting needs every request in memory: memory grows with the number of
-//! records (the man page says so).
+//! Sorting needs every request: beyond the memory budget (`--memory`)
+//! they are sorted in runs on disk and merged (see [`held`]).
 
 pub mod azure;
 pub mod bailian;
@@ -73,8 +73,9 @@ Examples:
 /// trace records (JSONL).
 ///
 /// Records are sorted by arrival time and the first is written at
-/// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds every
-/// record in memory: memory grows with the number of records.
+/// timestamp 0 (--absolute keeps epoch milliseconds). Sorting holds the
+/// records in memory up to --memory, then sorts them in runs in temporary
+/// files (in TMPDIR) and merges them.
 ///
 /// Failed requests and LiteLLM response-cache hits are left out and counted
 /// unless --keep-failed / --keep-cache-hits. Session ids that occur once
@@ -147,6 +148,14 @@ pub struct Args {
     /// flag every record is at 0).
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
+
+    /// Memory for the records being sorted: beyond it they are sorted in
+    /// runs written to temporary files (in TMPDIR, about the output's size
+    /// in all) and merged; the output is the same. K, M and G multiply by
+    /// 1024, 1024^2 and 1024^3. What still grows with the input is about
+    /// 40 bytes per distinct session or trace, and content hashes' ids.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = cli::byte_size)]
+    pub memory: u64,
 
     #[command(flatten)]
     pub skip_invalid: SkipArgs,
@@ -557,8 +566,7 @@ impl Ctx {
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
         if self.keep_messages || (req.prompt.is_none() && queue_empty) {
-            self.kept.push(req);
-            return Ok(());
+            return self.kept.push(req);
         }
         // Requests without a prompt queue too, so that the order of reading
         // (which breaks ties in the sort) is kept.
@@ -623,14 +631,14 @@ impl Ctx {
         let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(HASH_BATCH));
         let workers = self.hashers.as_mut().expect("started above");
         workers.submit(batch, &mut self.hashed)?;
-        self.keep_hashed();
-        Ok(())
+        self.keep_hashed()
     }
 
-    fn keep_hashed(&mut self) {
+    fn keep_hashed(&mut self) -> Result<()> {
         for req in self.hashed.drain(..) {
-            self.kept.push(req);
+            self.kept.push(req)?;
         }
+        Ok(())
     }
 
     /// Room for `n` more requests (a reader that knows how many it hands
@@ -644,7 +652,7 @@ impl Ctx {
         self.hash_pending()?;
         if let Some(workers) = &mut self.hashers {
             workers.finish(&mut self.hashed)?;
-            self.keep_hashed();
+            self.keep_hashed()?;
         }
         Ok(())
     }
@@ -767,9 +775,8 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
         finish(&mut ctx, args.rate)?;
     }
     ctx.finish_hashing()?;
-    let mut kept = std::mem::replace(&mut ctx.kept, held::Kept::new(args));
-    kept.sessions_of_traces(&ctx.trace_sessions);
-    let summary = held::write(args, kept, &mut out)?;
+    let kept = std::mem::replace(&mut ctx.kept, held::Kept::new(args));
+    let summary = held::write(args, kept, &ctx.trace_sessions, &mut out)?;
     out.finish()?;
     ctx.skipper.finish();
     summary.print(ctx.read, ctx.skipper.skipped());

@@ -9,6 +9,17 @@
 //! fields that depend on the whole input (`timestamp`, `hash_ids`
 //! renumbered, `session_id`, `delay`, `after`) are written with the record.
 //! A million calls held a `Request` of some 400 bytes and its strings each.
+//!
+//! Beyond the memory budget (`--memory`) the calls held so far are sorted
+//! and written to a temporary file, a run ([`spill`]); at the end the runs
+//! are merged. Counts over the whole input (sessions, dependency groups)
+//! are taken in passes over the calls before the first record is written
+//! ([`write`]), and the records are written by one streaming writer
+//! whether the calls come from memory or from runs: the output is the
+//! same byte for byte.
+
+mod spill;
+mod write;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -16,12 +27,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::hashing::Renumber;
-use super::{Args, Fate, Request, Summary, graph, ms_value, ns_to_ms};
+use super::{Args, Fate, Request, ms_value};
 use crate::error::Result;
-use crate::io::Output;
-use crate::record::{self, Record};
-use crate::text::format_ms;
+use crate::record::Record;
+
+pub(super) use write::write;
 
 /// No name, no hashes.
 const NONE: u32 = u32::MAX;
@@ -112,10 +122,6 @@ struct Held {
 }
 
 impl Held {
-    fn has_id(&self) -> bool {
-        self.id_len > 0
-    }
-
     fn bytes<'a>(&self, arena: &'a Arena) -> &'a [u8] {
         let len = self.head_len as usize + self.tail_len as usize + self.id_len as usize;
         arena.get(self.at, len)
@@ -132,7 +138,30 @@ impl Held {
     fn id<'a>(&self, arena: &'a Arena) -> &'a [u8] {
         &self.bytes(arena)[self.head_len as usize + self.tail_len as usize..]
     }
+
+    /// The call as the writer takes it (without its passed-through record).
+    fn call<'a>(&self, arena: &'a Arena, hashes: &'a [u64], names: &'a Names) -> write::Call<'a> {
+        let name = |id: u32| (id != NONE).then(|| names.get(id));
+        write::Call {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            session: name(self.session),
+            group: name(self.group),
+            trace: name(self.trace),
+            head: self.head(arena),
+            hashes: (self.hashes_len != NONE)
+                .then(|| &hashes[self.hashes_at..self.hashes_at + self.hashes_len as usize]),
+            tail: self.tail(arena),
+            id: self.id(arena),
+            passthrough: None,
+        }
+    }
 }
+
+/// What a held call costs beyond its [`Held`]: its names' share, a
+/// passed-through record (a guess: they are small).
+const NAME_BYTES: usize = 96;
+const PASSTHROUGH_BYTES: usize = 512;
 
 /// The calls kept so far, in the order read, and the count of those left
 /// out by reason.
@@ -143,6 +172,12 @@ pub(super) struct Kept {
     arena: Arena,
     hashes: Vec<u64>,
     names: Names,
+    /// Passed-through records held.
+    passthroughs: usize,
+    /// The calls sorted and written out so far.
+    runs: spill::Runs,
+    /// Memory the held calls may take before they are written out.
+    budget: usize,
     pub(super) dropped: BTreeMap<&'static str, u64>,
     keep_failed: bool,
     keep_cache_hits: bool,
@@ -158,6 +193,9 @@ impl Kept {
             arena: Arena::default(),
             hashes: Vec::new(),
             names: Names::default(),
+            passthroughs: 0,
+            runs: spill::Runs::default(),
+            budget: usize::try_from(args.memory).unwrap_or(usize::MAX),
             dropped: BTreeMap::new(),
             keep_failed: args.keep_failed,
             keep_cache_hits: args.keep_cache_hits,
@@ -168,12 +206,48 @@ impl Kept {
 
     /// Room for `n` more calls (a reader that knows how many it hands on).
     pub(super) fn reserve(&mut self, n: usize) {
-        self.calls.reserve(n);
+        self.calls
+            .reserve(n.min(self.budget / std::mem::size_of::<Held>()));
+    }
+
+    /// About what the held calls take in memory.
+    fn size(&self) -> usize {
+        self.calls.len() * std::mem::size_of::<Held>()
+            + self.arena.chunks.len() * CHUNK
+            + self.hashes.len() * 8
+            + self.names.len() * NAME_BYTES
+            + self.passthroughs * PASSTHROUGH_BYTES
+    }
+
+    /// Sort the calls held and write them out as a run, to hold none.
+    fn spill(&mut self) -> Result<()> {
+        super::sort_by_start(&mut self.calls, |c| c.start_ns);
+        let mut run = self.runs.create()?;
+        for c in &mut self.calls {
+            let mut call = c.call(&self.arena, &self.hashes, &self.names);
+            call.passthrough = c.passthrough.take();
+            run.put(&call)?;
+        }
+        self.runs.finish(run)?;
+        self.calls.clear();
+        self.arena = Arena::default();
+        self.hashes = Vec::new();
+        self.names = Names::default();
+        self.passthroughs = 0;
+        Ok(())
     }
 
     /// Keep a request, or count it as left out (failed, cache hit, not a
     /// model call, no output).
-    pub(super) fn push(&mut self, mut req: Request) {
+    pub(super) fn push(&mut self, req: Request) -> Result<()> {
+        self.hold(req);
+        if self.size() > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn hold(&mut self, mut req: Request) {
         let reason = match req.fate {
             Fate::Failed if !self.keep_failed => Some("failed"),
             Fate::CacheHit if !self.keep_cache_hits => Some("cache hit"),
@@ -212,6 +286,7 @@ impl Kept {
         };
         if let Some(rec) = req.passthrough.take() {
             held.passthrough = Some(Box::new(rec));
+            self.passthroughs += 1;
         } else {
             let messages = self.messages(&req);
             self.write_head(&req, messages.is_some());
@@ -362,225 +437,11 @@ impl Kept {
         json(out, status);
         out.push(b'}');
     }
-
-    /// Calls without a session take the one their trace record gave.
-    pub(super) fn sessions_of_traces(&mut self, sessions: &HashMap<String, String>) {
-        if sessions.is_empty() {
-            return;
-        }
-        for i in 0..self.calls.len() {
-            let c = &self.calls[i];
-            if c.session != NONE || c.trace == NONE {
-                continue;
-            }
-            if let Some(s) = sessions.get(self.names.get(c.trace)) {
-                let s = self.names.id(s);
-                self.calls[i].session = s;
-            }
-        }
-    }
 }
 
 /// `value` as JSON, as `Record::set` writes it.
 fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     serde_json::to_writer(out, value).expect("serializing a value to a Vec");
-}
-
-/// Sort, rebase, find sessions and dependencies, and write the records.
-pub(super) fn write(args: &Args, kept: Kept, out: &mut Output) -> Result<Summary> {
-    let Kept {
-        mut calls,
-        arena,
-        hashes,
-        names,
-        dropped,
-        ..
-    } = kept;
-    let mut summary = Summary {
-        dropped,
-        ..Summary::default()
-    };
-    super::sort_by_start(&mut calls, |c| c.start_ns);
-
-    if !args.no_graph {
-        for c in calls.iter_mut().filter(|c| c.group == NONE) {
-            c.group = if c.session != NONE {
-                c.session
-            } else {
-                c.trace
-            };
-        }
-    }
-    // The calls of one dependency group form one session: `delay` (for
-    // readers of the trace that do not follow `after`) is within it.
-    let mut group_sizes = vec![0u32; names.len()];
-    for c in calls.iter().filter(|c| c.has_id() && c.end_ns.is_some()) {
-        if c.group != NONE {
-            group_sizes[c.group as usize] += 1;
-        }
-    }
-    for c in &mut calls {
-        if c.group != NONE && group_sizes[c.group as usize] > 1 {
-            c.session = c.group;
-        }
-    }
-    drop(group_sizes);
-    let mut counts = vec![0u32; names.len()];
-    for c in calls.iter().filter(|c| c.session != NONE) {
-        counts[c.session as usize] += 1;
-    }
-    summary.sessions = counts.iter().filter(|&&n| n > 1).count() as u64;
-
-    let origin = if args.absolute {
-        0
-    } else {
-        calls.first().map_or(0, |c| c.start_ns)
-    };
-    if let (Some(first), Some(last)) = (calls.first(), calls.last()) {
-        summary.span_ms = ns_to_ms(last.start_ns - first.start_ns);
-    }
-
-    // The dependency graph over the calls that have a group, an id and an
-    // end (its nodes, in the calls' order).
-    let mut index = Vec::new();
-    let mut nodes = Vec::new();
-    for (i, c) in calls.iter().enumerate() {
-        if let (true, true, Some(end)) = (c.group != NONE, c.has_id(), c.end_ns) {
-            index.push(i);
-            nodes.push(graph::Node {
-                group: names.get(c.group),
-                start_ns: c.start_ns,
-                end_ns: end,
-            });
-        }
-    }
-    let deps = graph::derive(&nodes);
-    drop(nodes);
-
-    let mut last_end: Vec<Option<Option<i64>>> = vec![None; names.len()];
-    let mut renumber = Renumber::default();
-    let mut buf = Vec::with_capacity(4096);
-    let mut node = 0;
-    for i in 0..calls.len() {
-        // Moved out, as the record is written only once.
-        let pass = calls[i].passthrough.take();
-        let c = &calls[i];
-        let session = c.session != NONE && counts[c.session as usize] > 1;
-        let dep = if index.get(node) == Some(&i) {
-            node += 1;
-            deps[node - 1].as_ref()
-        } else {
-            None
-        };
-        let timestamp = ns_to_ms(c.start_ns - origin);
-        buf.clear();
-        if let Some(d) = dep {
-            if session {
-                last_end[c.session as usize] = Some(c.end_ns);
-            }
-            let mut after = Vec::with_capacity(2 + d.after.len() * 20);
-            after.push(b'[');
-            for (k, &j) in d.after.iter().enumerate() {
-                if k > 0 {
-                    after.push(b',');
-                }
-                after.extend_from_slice(calls[index[j]].id(&arena));
-            }
-            after.push(b']');
-            let delay = ns_to_ms(d.gap_ns.max(0));
-            match pass {
-                Some(rec) => {
-                    let mut rec = passthrough(*rec, timestamp);
-                    let after = String::from_utf8(after).expect("JSON is UTF-8");
-                    rec.set_raw("after", record::raw(after));
-                    rec.set_ms("delay", delay);
-                    rec.write_json(&mut buf);
-                }
-                None => {
-                    record(&mut buf, c, &arena, &hashes, &mut renumber, timestamp);
-                    if session {
-                        buf.extend_from_slice(b",\"session_id\":");
-                        json(&mut buf, names.get(c.session));
-                    }
-                    tail(&mut buf, c, &arena);
-                    buf.extend_from_slice(b",\"after\":");
-                    buf.extend_from_slice(&after);
-                    buf.extend_from_slice(b",\"delay\":");
-                    buf.extend_from_slice(format_ms(delay).as_bytes());
-                    buf.push(b'}');
-                }
-            }
-            out.write_line(&buf)?;
-            summary.written += 1;
-            continue;
-        }
-        let delay = if session {
-            let prev = last_end[c.session as usize].replace(c.end_ns);
-            match prev {
-                Some(Some(end)) => Some(ns_to_ms((c.start_ns - end).max(0))),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        match pass {
-            Some(rec) => passthrough(*rec, timestamp).write_json(&mut buf),
-            None => {
-                record(&mut buf, c, &arena, &hashes, &mut renumber, timestamp);
-                if session {
-                    buf.extend_from_slice(b",\"session_id\":");
-                    json(&mut buf, names.get(c.session));
-                    if let Some(d) = delay {
-                        buf.extend_from_slice(b",\"delay\":");
-                        buf.extend_from_slice(format_ms(d).as_bytes());
-                    }
-                }
-                tail(&mut buf, c, &arena);
-                buf.push(b'}');
-            }
-        }
-        out.write_line(&buf)?;
-        summary.written += 1;
-    }
-    Ok(summary)
-}
-
-/// A passed-through record at its new time (a later turn without a
-/// timestamp is timed by its `delay`).
-fn passthrough(mut rec: Record<'static>, timestamp: f64) -> Record<'static> {
-    if rec.contains("timestamp") {
-        rec.set_ms("timestamp", timestamp);
-    }
-    rec
-}
-
-/// The record's start, up to `hash_ids`: `{"timestamp":…,…`.
-fn record(
-    buf: &mut Vec<u8>,
-    c: &Held,
-    arena: &Arena,
-    hashes: &[u64],
-    renumber: &mut Renumber,
-    timestamp: f64,
-) {
-    buf.extend_from_slice(b"{\"timestamp\":");
-    buf.extend_from_slice(format_ms(timestamp).as_bytes());
-    buf.push(b',');
-    buf.extend_from_slice(c.head(arena));
-    if c.hashes_len != NONE {
-        let own = &hashes[c.hashes_at..c.hashes_at + c.hashes_len as usize];
-        let ids: Vec<u64> = own.iter().map(|&h| renumber.id(h)).collect();
-        buf.extend_from_slice(b",\"hash_ids\":");
-        json(buf, &ids);
-    }
-}
-
-/// The fields from `model` to `observed`.
-fn tail(buf: &mut Vec<u8>, c: &Held, arena: &Arena) {
-    if c.tail_len > 0 {
-        buf.push(b',');
-        buf.extend_from_slice(c.tail(arena));
-    }
 }
 
 /// The members of one JSON object being written: each `"name":`, with
