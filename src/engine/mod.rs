@@ -162,8 +162,11 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
         return Err(Error::usage("--sim-arg applies to --sim only"));
     }
     scrape_plan(args, "http://127.0.0.1", false)?;
-    let sim_options = crate::simulator::SimOptions::from_flags(&args.sim_args)
+    let mut sim_options = crate::simulator::SimOptions::from_flags(&args.sim_args)
         .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
+    if let Some(p) = &args.profile {
+        sim_options.profile = Some(p.clone());
+    }
     let base = match (&args.url, args.sim) {
         (Some(url), _) => url.clone(),
         (None, true) => {
