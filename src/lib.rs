@@ -13,7 +13,8 @@
 //!   ([`engine`]: trace-replay's flags and work, which trace-sweep runs
 //!   once per speed), the metrics over results ([`metrics`]) and the report
 //!   made of them ([`report`]: trace-summarize's figures, trace-sweep's
-//!   rows).
+//!   rows), and the twin ([`twin`]: the simulated server's model fitted to
+//!   a run and run in virtual time).
 //! - **The shared model**: the endpoints, each described once for requests
 //!   and answers ([`api`]), the trace record ([`record`]), the result record
 //!   ([`result`]) and the peers' result files read as results ([`peers`]),
@@ -44,6 +45,7 @@ pub mod validate;
 pub mod engine;
 pub mod metrics;
 pub mod report;
+pub mod twin;
 
 // The shared model.
 pub mod api;

@@ -3,12 +3,19 @@
 
 use clap::Parser;
 
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::cli::Outcome;
 use crate::error::{Error, Result};
 use crate::simulator::{SimOptions, start};
+use crate::twin::{fit, offline};
 
 const EXAMPLES: &str = "\
-Exit status: 0 when stopped by Ctrl-C, 2 on trouble (bad usage, the
+Exit status: 0 when stopped by Ctrl-C (serving) or done, 130 when an
+--offline run was interrupted by Ctrl-C (after writing every result), 2 on
+trouble (bad usage, bad input, a profile fitted from too little, the
 address cannot be bound).
 (3 is trace-replay's early stop; never from this tool.)
 
@@ -21,7 +28,14 @@ Examples:
     trace-sim --ttft-ms 500 --error-rate 0.05 --disconnect-rate 0.05 --seed 3
 
   The same, in-process, with no second terminal:
-    trace-replay --sim trace.jsonl | trace-summarize";
+    trace-replay --sim trace.jsonl | trace-summarize
+
+  The twin: fit a profile to a real run, then ask it about other loads in
+  virtual time (no server, no GPU):
+    trace-replay --url http://127.0.0.1:8080 trace.jsonl > a.ndjson
+    trace-sim --fit a.ndjson -o server.profile.json
+    trace-rescale --speed 1.7 trace.jsonl \\
+      | trace-sim --offline --profile server.profile.json | trace-summarize";
 
 /// Run an OpenAI-compatible simulated server.
 ///
@@ -47,12 +61,125 @@ pub struct Args {
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
 
+    /// Fit a profile to these results (trace-replay's output of a run
+    /// against the server to model): the step time terms from the batch
+    /// each token's timestamp shows, the slots from the most requests
+    /// running at once. Writes the profile to -o; prints the fit, its
+    /// residuals and what the run could not tell on standard error.
+    #[arg(long, value_name = "RESULTS", num_args = 1.., conflicts_with = "offline")]
+    pub fit: Vec<String>,
+
+    /// With --fit: the server's scrapes taken during the run
+    /// (trace-replay --metrics-out), which pin the slots when requests
+    /// waited.
+    #[arg(long, value_name = "SCRAPES", num_args = 1.., requires = "fit")]
+    pub metrics: Vec<String>,
+
+    /// Write the profile here: the one --fit makes, or else the one the
+    /// model flags describe.
+    #[arg(short = 'o', long, value_name = "PROFILE", conflicts_with = "offline")]
+    pub output: Option<PathBuf>,
+
+    /// Run the traces through the model in virtual time, with no server:
+    /// one result line per record on standard output, as trace-replay
+    /// writes them (sessions, `after` and `delay` honoured).
+    #[arg(long)]
+    pub offline: bool,
+
+    /// With --offline: the traces (standard input when none or `-`).
+    #[arg(value_name = "TRACE", requires = "offline")]
+    pub traces: Vec<String>,
+
     #[command(flatten)]
     pub model: SimOptions,
 }
 
-/// Run trace-sim until Ctrl-C.
+/// Run trace-sim: fit, run offline, or serve until Ctrl-C.
 pub fn run(args: &Args) -> Result<Outcome> {
+    if !args.fit.is_empty() {
+        return fit_profile(args);
+    }
+    if args.offline {
+        return run_offline(args);
+    }
+    if let Some(path) = &args.output {
+        let profile = args.model.model_profile()?;
+        return write_profile(path, &profile.to_text());
+    }
+    serve(args)
+}
+
+fn fit_profile(args: &Args) -> Result<Outcome> {
+    let Some(path) = &args.output else {
+        return Err(Error::usage(
+            "--fit needs -o PROFILE: where to write the profile",
+        ));
+    };
+    // The flags give what the fit does not: the cache, the prefill chunk.
+    let base = args.model.model_profile()?;
+    let fitted = fit::fit_files(
+        &args.fit,
+        &args.metrics,
+        &base,
+        args.model.max_batch.is_some(),
+    )?;
+    eprint!("{}", fitted.report);
+    write_profile(path, &fitted.profile.to_text())
+}
+
+fn write_profile(path: &std::path::Path, text: &str) -> Result<Outcome> {
+    let mut out = crate::io::Output::open(Some(path))?;
+    out.write_all(text.as_bytes())?;
+    out.finish()?;
+    Ok(Outcome::Success)
+}
+
+fn run_offline(args: &Args) -> Result<Outcome> {
+    let profile = args.model.model_profile()?;
+    let specs = crate::io::input_specs(&args.traces)?;
+    let mut lines = crate::io::Lines::new(&specs);
+    let mut output = crate::io::Output::open(None)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    watch_ctrl_c(stop.clone());
+    // `--model` is named in every result only when given: the default
+    // is the served model's name.
+    let model = (args.model.model_name != SimOptions::default().model_name)
+        .then(|| args.model.model_name.clone());
+    let outcome = offline::run(
+        &mut lines,
+        offline::Run {
+            profile,
+            model,
+            output: &mut output,
+            stop,
+        },
+    );
+    // What was written stays written, whatever stopped the run.
+    let finished = output.finish();
+    let outcome = outcome?;
+    finished?;
+    Ok(outcome)
+}
+
+/// Set `stop` on Ctrl-C, from a thread of its own.
+fn watch_ctrl_c(stop: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+}
+
+/// Serve until Ctrl-C.
+fn serve(args: &Args) -> Result<Outcome> {
     // Every client connection holds a file.
     crate::io::raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()

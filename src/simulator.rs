@@ -21,9 +21,15 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use lru::LruCache;
 use serde_json::{Value, json};
 
+pub mod batch;
+pub mod cache;
+pub mod profile;
+mod served;
+
+use self::cache::BlockCache;
+use self::profile::Profile;
 use crate::api::{Api, Endpoint, Piece, Reply};
 use crate::error::{Error, Result};
 use crate::hash::{mix, stable_hash, unit_interval};
@@ -55,14 +61,22 @@ pub struct SimOptions {
     pub batch_slope: f64,
 
     /// Serve at most N requests at once, as a server's batch does: the
-    /// others wait in a queue, and the wait adds to their TTFT. 0: no
-    /// limit.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = max_batch)]
-    pub max_batch: usize,
+    /// others wait in a queue, and the wait adds to their TTFT. 0 (the
+    /// default): no limit. With --profile: its slots, unless given.
+    #[arg(long, value_name = "N", value_parser = max_batch)]
+    pub max_batch: Option<usize>,
 
-    /// Prefix cache size, in 512-token blocks (0 disables it).
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = cache_blocks)]
-    pub cache_blocks: usize,
+    /// Prefix cache size, in 512-token blocks (0 disables it; 10000 by
+    /// default). With --profile: the profile's, unless given.
+    #[arg(long, value_name = "N", value_parser = cache_blocks)]
+    pub cache_blocks: Option<usize>,
+
+    /// Serve with the iteration-level model of this profile (a JSON file
+    /// `trace-sim --fit` writes) rather than the per-request flags above:
+    /// steps that serve every running request's next token and a budget
+    /// of prefill tokens, at most `slots` requests running.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
 
     /// Share of requests answered with HTTP 500.
     #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = share)]
@@ -154,6 +168,48 @@ impl SimOptions {
     }
 }
 
+impl SimOptions {
+    /// Requests served at once at most; 0: no limit.
+    pub fn max_batch(&self) -> usize {
+        self.max_batch.unwrap_or(0)
+    }
+
+    /// The prefix cache's size in blocks.
+    pub fn cache_blocks(&self) -> usize {
+        self.cache_blocks.unwrap_or(DEFAULT_CACHE_BLOCKS)
+    }
+
+    /// The iteration-level model these options give: the profile file's,
+    /// or the one the per-request flags describe; `--max-batch` and
+    /// `--cache-blocks` given override it.
+    pub fn model_profile(&self) -> Result<Profile> {
+        let mut p = match &self.profile {
+            Some(path) => Profile::read(&path.to_string_lossy())?,
+            None => {
+                let mut p = Profile::from_flags(
+                    self.ttft_ms,
+                    self.prefill_us,
+                    self.itl_ms,
+                    self.batch_slope,
+                );
+                p.cache_blocks = DEFAULT_CACHE_BLOCKS;
+                p.block_size = CACHE_BLOCK as u64;
+                p
+            }
+        };
+        if let Some(n) = self.max_batch {
+            p.slots = n;
+        }
+        if let Some(n) = self.cache_blocks {
+            p.cache_blocks = n;
+        }
+        Ok(p)
+    }
+}
+
+/// The prefix cache's size when not given, in blocks.
+const DEFAULT_CACHE_BLOCKS: usize = 10_000;
+
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
@@ -162,8 +218,9 @@ impl Default for SimOptions {
             prefill_us: 20.0,
             itl_ms: 5.0,
             batch_slope: 0.01,
-            max_batch: 0,
-            cache_blocks: 10_000,
+            max_batch: None,
+            cache_blocks: None,
+            profile: None,
             error_rate: 0.0,
             disconnect_rate: 0.0,
             stall_ms: 0.0,
@@ -175,14 +232,15 @@ impl Default for SimOptions {
 
 struct Sim {
     opts: SimOptions,
-    /// The prefix cache's blocks, grown as they come (a large
-    /// --cache-blocks costs nothing until it fills), at most `cache_cap`.
-    cache: Option<Mutex<LruCache<u64, ()>>>,
-    cache_cap: usize,
+    /// The prefix cache's blocks, and its size.
+    cache: Mutex<BlockCache>,
+    cache_blocks: usize,
     /// Requests being served (the batch).
     in_flight: AtomicUsize,
-    /// Places in the batch, when it is limited.
+    /// Places in the batch, when it is limited (per-request model).
     batch: Option<Arc<tokio::sync::Semaphore>>,
+    /// The iteration-level model, with --profile.
+    steps: Option<served::Driver>,
     requests: AtomicU64,
     arrivals: Option<Mutex<std::io::LineWriter<std::fs::File>>>,
     counts: Counts,
@@ -224,21 +282,31 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
     let addr = listener
         .local_addr()
         .map_err(|e| Error::msg(format!("cannot read the bound address: {e}")))?;
-    let cache = (opts.cache_blocks > 0).then(|| Mutex::new(LruCache::unbounded()));
-    let cache_cap = opts.cache_blocks;
+    // With a profile, its slots and cache size (flags given override them).
+    let profile = match &opts.profile {
+        Some(_) => Some(opts.model_profile()?),
+        None => None,
+    };
+    let cache_blocks = profile
+        .as_ref()
+        .map_or(opts.cache_blocks(), |p| p.cache_blocks);
+    let cache = Mutex::new(BlockCache::new(cache_blocks));
     let arrivals = match &opts.arrivals {
         Some(path) => Some(Mutex::new(std::io::LineWriter::new(
             std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?,
         ))),
         None => None,
     };
-    let batch = (opts.max_batch > 0).then(|| Arc::new(tokio::sync::Semaphore::new(opts.max_batch)));
+    let batch = (opts.max_batch() > 0 && profile.is_none())
+        .then(|| Arc::new(tokio::sync::Semaphore::new(opts.max_batch())));
+    let steps = profile.map(served::Driver::start);
     let sim = Arc::new(Sim {
         opts,
         cache,
-        cache_cap,
+        cache_blocks,
         in_flight: AtomicUsize::new(0),
         batch,
+        steps,
         requests: AtomicU64::new(0),
         arrivals,
         counts: Counts::default(),
@@ -284,13 +352,7 @@ async fn models(State(sim): State<Arc<Sim>>) -> Response {
 /// share of its blocks held. Nothing is ever preempted.
 async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
     let c = &sim.counts;
-    let usage = match &sim.cache {
-        Some(cache) => {
-            let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-            cache.len() as f64 / sim.cache_cap.max(1) as f64
-        }
-        None => 0.0,
-    };
+    let usage = sim.cache.lock().unwrap_or_else(|e| e.into_inner()).usage();
     let labels = format!(
         "engine=\"0\",model_name=\"{}\"",
         label_value(&sim.opts.model_name)
@@ -307,7 +369,12 @@ async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
             "vllm:num_requests_waiting",
             "gauge",
             "Number of requests waiting to be processed.",
-            c.waiting.load(Ordering::Relaxed).to_string(),
+            (c.waiting.load(Ordering::Relaxed)
+                + sim
+                    .steps
+                    .as_ref()
+                    .map_or(0, |d| d.waiting.load(Ordering::Relaxed)))
+            .to_string(),
         ),
         (
             "vllm:kv_cache_usage_perc",
@@ -403,35 +470,28 @@ fn prompt_tokens(req: &Value, api: &dyn Api) -> Option<Vec<u64>> {
     Some(out)
 }
 
-impl Sim {
-    /// Look up and insert the prompt's blocks; returns cached tokens.
-    fn cached_tokens(&self, tokens: &[u64]) -> u64 {
-        let Some(cache) = &self.cache else {
-            return 0;
-        };
-        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-        let mut key = 0u64;
-        let mut hits = 0u64;
-        let mut prefix = true;
-        for block in tokens.chunks(CACHE_BLOCK) {
-            if block.len() < CACHE_BLOCK {
-                break;
-            }
+/// The prompt's full blocks, each keyed by its whole prefix.
+fn block_keys(tokens: &[u64]) -> Vec<u64> {
+    let mut key = 0u64;
+    tokens
+        .chunks_exact(CACHE_BLOCK)
+        .map(|block| {
             for &t in block {
                 key = mix(key ^ t);
             }
-            let hit = cache.get(&key).is_some();
-            if prefix && hit {
-                hits += CACHE_BLOCK as u64;
-            } else {
-                prefix = false;
-                cache.put(key, ());
-                if cache.len() > self.cache_cap {
-                    cache.pop_lru();
-                }
-            }
+            key
+        })
+        .collect()
+}
+
+impl Sim {
+    /// Look up and insert the prompt's blocks; returns cached tokens.
+    fn cached_tokens(&self, tokens: &[u64]) -> u64 {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if !cache.is_on() {
+            return 0;
         }
-        hits
+        cache.admit(&block_keys(tokens), CACHE_BLOCK as u64, tokens.len() as u64)
     }
 
     fn draw(&self, n: u64, what: u64) -> f64 {
@@ -535,7 +595,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     let prompt = tokens.len() as u64;
     let counts = &sim.counts;
     counts.prompt_tokens.fetch_add(prompt, Ordering::Relaxed);
-    if sim.cache.is_some() {
+    if sim.cache_blocks > 0 {
         counts.cache_queries.fetch_add(prompt, Ordering::Relaxed);
         counts.cache_hits.fetch_add(cached, Ordering::Relaxed);
     }
@@ -566,15 +626,23 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     };
     let cut_at = (sim.draw(n, 2) < sim.opts.disconnect_rate).then_some(max_tokens / 2);
 
-    // Each token is due a fixed time after the one before: sleeping until
-    // its due time (not for the gap) keeps the timer's lateness from adding
-    // up over an answer, so service times are what the model says.
-    let mut due = tokio::time::Instant::now() + Duration::from_secs_f64(ttft / 1000.0);
+    let mut ticks = match &sim.steps {
+        Some(driver) => Ticks::Steps(driver.submit(batch::Job {
+            key: n,
+            prompt,
+            output: max_tokens,
+            blocks: Vec::new(),
+            known_cached: cached,
+        })),
+        None => Ticks::Formula {
+            due: tokio::time::Instant::now() + Duration::from_secs_f64(ttft / 1000.0),
+            started: false,
+        },
+    };
     let Some(generation) = generation else {
-        tokio::time::sleep_until(due).await;
+        ticks.next(&sim).await;
         for _ in 1..max_tokens {
-            due += itl(&sim);
-            tokio::time::sleep_until(due).await;
+            ticks.next(&sim).await;
         }
         drop(guard);
         let counts = &sim.counts;
@@ -610,17 +678,16 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
                 return;
             }
         }
-        tokio::time::sleep_until(due).await;
+        ticks.next(&sim).await;
         for k in 0..max_tokens {
             if k > 0 {
-                due += itl(&sim);
                 if cut_at == Some(k) {
                     // A cut comes a whole gap after the last token was
                     // sent (not at its due time, which may have passed),
                     // so that token reaches the client before the close.
-                    tokio::time::sleep(itl(&sim)).await;
+                    ticks.gap(&sim).await;
                 } else {
-                    tokio::time::sleep_until(due).await;
+                    ticks.next(&sim).await;
                 }
             }
             if cut_at == Some(k) {
@@ -654,6 +721,48 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// When each token of an answer is due.
+enum Ticks {
+    /// The per-request formulas: the first token after the TTFT, each
+    /// later one a gap after the one before. Sleeping until its due time
+    /// (not for the gap) keeps the timer's lateness from adding up over
+    /// an answer, so service times are what the model says.
+    Formula {
+        due: tokio::time::Instant,
+        started: bool,
+    },
+    /// The iteration-level model's steps.
+    Steps(tokio::sync::mpsc::UnboundedReceiver<batch::Event>),
+}
+
+impl Ticks {
+    /// Wait for the next token.
+    async fn next(&mut self, sim: &Sim) {
+        match self {
+            Ticks::Formula { due, started } => {
+                if *started {
+                    *due += itl(sim);
+                }
+                *started = true;
+                tokio::time::sleep_until(*due).await;
+            }
+            Ticks::Steps(rx) => {
+                let _ = rx.recv().await;
+            }
+        }
+    }
+
+    /// Wait one gap from now.
+    async fn gap(&mut self, sim: &Sim) {
+        match self {
+            Ticks::Formula { .. } => tokio::time::sleep(itl(sim)).await,
+            Ticks::Steps(rx) => {
+                let _ = rx.recv().await;
+            }
+        }
+    }
 }
 
 fn choice_is_empty(chunk: &Value) -> bool {

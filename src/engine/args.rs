@@ -82,6 +82,11 @@ pub struct Args {
     #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub sim_args: Vec<String>,
 
+    /// With --sim: serve with the iteration-level model of this profile
+    /// (`trace-sim --fit` writes one), as `trace-sim --profile` does.
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    pub profile: Option<std::path::PathBuf>,
+
     /// API to call: `/v1/chat/completions` or `/v1/completions`.
     #[arg(long, value_enum, default_value = "chat")]
     pub endpoint: Endpoint,

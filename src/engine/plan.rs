@@ -144,8 +144,11 @@ impl TryFrom<&Args> for Plan {
             if let Some(url) = &args.metrics_url {
                 scrape::metrics_url(url)?;
             }
-            let sim = SimOptions::from_flags(&args.sim_args)
+            let mut sim = SimOptions::from_flags(&args.sim_args)
                 .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
+            if let Some(p) = &args.profile {
+                sim.profile = Some(p.clone());
+            }
             let server = match (&args.url, args.sim) {
                 (Some(url), _) => Server::Url(url.clone()),
                 (None, true) => Server::Sim(sim),

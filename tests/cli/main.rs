@@ -29,6 +29,7 @@ mod slice;
 mod summarize;
 mod sweep;
 mod synth;
+mod twin;
 mod util;
 mod validate;
 mod xlsx;

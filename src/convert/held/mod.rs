@@ -30,6 +30,7 @@ use serde_json::Value;
 use super::{Args, Fate, Request, ms_value};
 use crate::error::Result;
 use crate::record::Record;
+use crate::text::format_ms;
 
 pub(super) use write::write;
 

@@ -1,0 +1,445 @@
+//! The iteration-level model: the loop real engines run (vLLM's and
+//! SGLang's schedulers, llama.cpp's slots), as a pure function of virtual
+//! time. No clock and no thread: the served simulator drives it from the
+//! wall clock, the offline twin from a virtual one, and tests at exact
+//! times.
+//!
+//! Each step serves every running request's next token and a budget of
+//! prefill tokens (chunked prefill, first come first served), and takes
+//! α + β·(prefill tokens) + γ·(decoding requests) + δ·(context tokens
+//! attended) + ε·(requests prefilling). At most `slots` requests run;
+//! the others wait, first come first served, and are admitted at a step's
+//! start. A request's prefix is looked up in the block cache when it is
+//! admitted. The step that finishes a request's prefill gives its first
+//! token (as engines sample it there); every later step one more. A request
+//! arriving while a step runs waits for the next one.
+
+use std::collections::VecDeque;
+
+use super::cache::BlockCache;
+use super::profile::Profile;
+
+/// A request given to the batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// The caller's name for it, returned with its events.
+    pub key: u64,
+    /// Prompt tokens.
+    pub prompt: u64,
+    /// Tokens to generate; 0 for an answer given after the prefill alone
+    /// (embeddings).
+    pub output: u64,
+    /// The prompt's blocks (each id standing for its whole prefix), for
+    /// the prefix cache; empty: nothing is cached.
+    pub blocks: Vec<u64>,
+    /// Prompt tokens the caller found cached itself (the served
+    /// simulator looks its own cache up as a request arrives).
+    pub known_cached: u64,
+}
+
+/// What a step's end gave a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Event {
+    pub key: u64,
+    /// The step's end, ms.
+    pub at: f64,
+    /// Tokens generated so far (1 for the first token; 0 for an answer
+    /// without tokens).
+    pub tokens: u64,
+    /// The request is done and has left the batch.
+    pub done: bool,
+    /// Prompt tokens found in the prefix cache (known from admission; the
+    /// same in every event of the request).
+    pub cached: u64,
+}
+
+/// A request admitted to a slot.
+#[derive(Debug)]
+struct Running {
+    key: u64,
+    prompt: u64,
+    output: u64,
+    cached: u64,
+    /// Prompt tokens still to prefill.
+    prefill_left: u64,
+    /// Tokens generated.
+    generated: u64,
+}
+
+/// What a step does, fixed when it starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    pub start: f64,
+    pub end: f64,
+    /// Prompt tokens prefilled.
+    pub prefill_tokens: u64,
+    /// Requests prefilling (a chunk of their prompt).
+    pub prefilling: u64,
+    /// Requests decoding one token each.
+    pub decoding: u64,
+    /// Context tokens the decoding requests attend to.
+    pub context: u64,
+}
+
+/// The engine's state.
+pub struct Batch {
+    profile: Profile,
+    cache: BlockCache,
+    waiting: VecDeque<(f64, Job)>,
+    running: Vec<Running>,
+    /// The step under way.
+    step: Option<Step>,
+    /// Each running request's share of the step's prefill budget, in
+    /// `running`'s order.
+    shares: Vec<u64>,
+    /// Steps cannot start before this: the last step's end.
+    free_at: f64,
+}
+
+impl Batch {
+    pub fn new(profile: Profile) -> Batch {
+        Batch {
+            cache: BlockCache::new(profile.cache_blocks),
+            profile,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            step: None,
+            shares: Vec::new(),
+            free_at: f64::NEG_INFINITY,
+        }
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// A request arrives at `at` (after [`Batch::advance`] to `at`): it
+    /// joins the step that starts at `at` if none is under way, else waits
+    /// for the next.
+    pub fn arrive(&mut self, at: f64, job: Job) {
+        self.waiting.push_back((at, job));
+    }
+
+    /// Requests admitted and not done.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Requests waiting for a slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The blocks held by the prefix cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// The step under way or, when idle with work, the one that starts
+    /// now: when it ends. `None` when there is nothing to do.
+    pub fn next_end(&mut self) -> Option<f64> {
+        self.form();
+        self.step.as_ref().map(|s| s.end)
+    }
+
+    /// The step under way, if any.
+    pub fn current(&mut self) -> Option<Step> {
+        self.form();
+        self.step
+    }
+
+    /// Run every step that ends at or before `until`, appending what they
+    /// gave to `out`.
+    pub fn advance(&mut self, until: f64, out: &mut Vec<Event>) {
+        while let Some(end) = self.next_end() {
+            if end > until {
+                break;
+            }
+            self.finish(out);
+        }
+    }
+
+    /// Start a step if none is under way and there is work: admit waiting
+    /// requests into free slots, give the prefill budget out in order.
+    fn form(&mut self) {
+        if self.step.is_some() {
+            return;
+        }
+        let Some(start) = self.start_time() else {
+            return;
+        };
+        let slots = self.profile.slots;
+        while slots == 0 || self.running.len() < slots {
+            match self.waiting.front() {
+                Some((at, _)) if *at <= start => {}
+                _ => break,
+            }
+            let (_, job) = self.waiting.pop_front().expect("front exists");
+            let cached = self
+                .cache
+                .admit(&job.blocks, self.profile.block_size, job.prompt)
+                .max(job.known_cached)
+                .min(job.prompt);
+            self.running.push(Running {
+                key: job.key,
+                prompt: job.prompt,
+                output: job.output,
+                cached,
+                // An engine computes at least the last prompt token to
+                // sample the first output token.
+                prefill_left: (job.prompt - cached).max(1),
+                generated: 0,
+            });
+        }
+        if self.running.is_empty() {
+            return;
+        }
+        let mut budget = self.profile.prefill_chunk;
+        self.shares.clear();
+        let mut step = Step {
+            start,
+            end: start,
+            prefill_tokens: 0,
+            prefilling: 0,
+            decoding: 0,
+            context: 0,
+        };
+        for r in &self.running {
+            if r.prefill_left > 0 {
+                let share = r.prefill_left.min(budget);
+                budget -= share;
+                if share > 0 {
+                    step.prefilling += 1;
+                    step.prefill_tokens += share;
+                }
+                self.shares.push(share);
+            } else {
+                step.decoding += 1;
+                step.context += r.prompt + r.generated;
+                self.shares.push(0);
+            }
+        }
+        step.end = start + self.profile.step_ms(&step);
+        self.step = Some(step);
+    }
+
+    /// When the next step can start, if there is work: now for running
+    /// requests, else at the first waiting request's arrival.
+    fn start_time(&self) -> Option<f64> {
+        let first = if self.running.is_empty() {
+            self.waiting.front().map(|(at, _)| *at)?
+        } else {
+            f64::NEG_INFINITY
+        };
+        Some(first.max(self.free_at))
+    }
+
+    /// End the step under way.
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        let Some(step) = self.step.take() else {
+            return;
+        };
+        self.free_at = step.end;
+        let at = step.end;
+        for (r, &share) in self.running.iter_mut().zip(&self.shares) {
+            if r.prefill_left > 0 {
+                if share == 0 {
+                    continue;
+                }
+                r.prefill_left -= share;
+                if r.prefill_left > 0 {
+                    continue;
+                }
+            }
+            if r.output > 0 {
+                r.generated += 1;
+            }
+            out.push(Event {
+                key: r.key,
+                at,
+                tokens: r.generated,
+                done: r.generated >= r.output,
+                cached: r.cached,
+            });
+        }
+        self.running
+            .retain(|r| r.prefill_left > 0 || r.generated < r.output);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// α 10 ms, β 0.01 ms per prefill token, γ 1 ms per decoding request,
+    /// no δ or ε; two slots, a prefill budget of 1000 tokens, no cache.
+    fn profile() -> Profile {
+        Profile {
+            alpha_ms: 10.0,
+            beta_ms: 0.01,
+            gamma_ms: 1.0,
+            delta_ms: 0.0,
+            epsilon_ms: 0.0,
+            slots: 2,
+            prefill_chunk: 1000,
+            cache_blocks: 0,
+            ..Profile::default()
+        }
+    }
+
+    fn job(key: u64, prompt: u64, output: u64) -> Job {
+        Job {
+            key,
+            prompt,
+            output,
+            blocks: Vec::new(),
+            known_cached: 0,
+        }
+    }
+
+    /// (key, at, tokens, done) of every event up to `until`.
+    fn run(b: &mut Batch, until: f64) -> Vec<(u64, f64, u64, bool)> {
+        let mut out = Vec::new();
+        b.advance(until, &mut out);
+        out.iter()
+            .map(|e| (e.key, e.at, e.tokens, e.done))
+            .collect()
+    }
+
+    #[test]
+    fn one_request_prefills_then_decodes_one_token_a_step() {
+        let mut b = Batch::new(profile());
+        b.arrive(100.0, job(0, 500, 3));
+        // Prefill step: 10 + 0.01 × 500 = 15 ms, first token at 115.
+        // Decode steps: 10 + 1 × 1 = 11 ms each: 126, 137.
+        assert_eq!(b.next_end(), Some(115.0));
+        assert_eq!(
+            run(&mut b, 1000.0),
+            vec![
+                (0, 115.0, 1, false),
+                (0, 126.0, 2, false),
+                (0, 137.0, 3, true)
+            ]
+        );
+        assert_eq!(b.next_end(), None);
+        assert_eq!(b.running(), 0);
+    }
+
+    #[test]
+    fn an_arrival_during_a_step_joins_the_next_and_slows_it() {
+        let mut b = Batch::new(profile());
+        b.arrive(0.0, job(0, 200, 3));
+        // Step 1: prefill 200: 10 + 2 = 12.
+        assert_eq!(run(&mut b, 5.0), vec![]);
+        b.arrive(5.0, job(1, 300, 2));
+        // Step 2 (12 → 26): request 0 decodes (γ 1), request 1 prefills
+        // 300 (β 3): 10 + 3 + 1 = 14.
+        // Step 3 (26 → 38): both decode: 10 + 2 = 12; request 0's third
+        // token and request 1's second end them both.
+        assert_eq!(
+            run(&mut b, 100.0),
+            vec![
+                (0, 12.0, 1, false),
+                (0, 26.0, 2, false),
+                (1, 26.0, 1, false),
+                (0, 38.0, 3, true),
+                (1, 38.0, 2, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_full_batch_makes_later_requests_wait_in_order() {
+        let mut b = Batch::new(Profile {
+            slots: 1,
+            ..profile()
+        });
+        b.arrive(0.0, job(0, 100, 2));
+        b.arrive(0.0, job(1, 100, 1));
+        b.arrive(1.0, job(2, 100, 1));
+        assert_eq!((b.running(), b.waiting()), (0, 3));
+        // 0: prefill 0–11, decode 11–22. 1 waits for the slot: 22–33.
+        // 2 after 1: 33–44.
+        assert_eq!(
+            run(&mut b, 100.0),
+            vec![
+                (0, 11.0, 1, false),
+                (0, 22.0, 2, true),
+                (1, 33.0, 1, true),
+                (2, 44.0, 1, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_prompt_is_prefilled_in_chunks_beside_decoding() {
+        let mut b = Batch::new(profile());
+        b.arrive(0.0, job(0, 100, 4));
+        b.arrive(0.0, job(1, 2500, 1));
+        // Step 1: the budget of 1000 goes 100 to 0, 900 to 1:
+        //   10 + 0.01 × 1000 = 20.
+        // Step 2: 0 decodes, 1 prefills 1000: 10 + 10 + 1 = 21 → 41.
+        // Step 3: 0 decodes, 1 prefills its last 600: 10 + 6 + 1 = 17 → 58,
+        //   1's first (and only) token.
+        // Step 4: 0 decodes alone: 11 → 69, its fourth token.
+        assert_eq!(
+            run(&mut b, 1000.0),
+            vec![
+                (0, 20.0, 1, false),
+                (0, 41.0, 2, false),
+                (0, 58.0, 3, false),
+                (1, 58.0, 1, true),
+                (0, 69.0, 4, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn context_and_per_request_prefill_terms_add_to_the_step() {
+        let mut b = Batch::new(Profile {
+            delta_ms: 0.001,
+            epsilon_ms: 2.0,
+            ..profile()
+        });
+        b.arrive(0.0, job(0, 1000, 2));
+        // Prefill: 10 + 10 + ε 2 = 22. Decode: context 1000 + 1 generated:
+        // 10 + 1 + 1.001 = 12.001 → 34.001.
+        assert_eq!(
+            run(&mut b, 100.0),
+            vec![(0, 22.0, 1, false), (0, 34.001, 2, true)]
+        );
+    }
+
+    #[test]
+    fn a_cached_prefix_is_not_prefilled_again() {
+        let mut b = Batch::new(Profile {
+            cache_blocks: 10,
+            block_size: 100,
+            ..profile()
+        });
+        let with = |key, blocks: &[u64]| Job {
+            blocks: blocks.to_vec(),
+            ..job(key, 300, 1)
+        };
+        b.arrive(0.0, with(0, &[1, 2, 3]));
+        // 10 + 3 = 13.
+        assert_eq!(run(&mut b, 13.0), vec![(0, 13.0, 1, true)]);
+        // Shares blocks 1 and 2: 100 tokens left, 10 + 1 = 11 → 111.
+        b.arrive(100.0, with(1, &[1, 2, 4]));
+        let mut out = Vec::new();
+        b.advance(200.0, &mut out);
+        assert_eq!((out[0].at, out[0].cached), (111.0, 200));
+        // A whole prompt cached still computes its last token: 10.01.
+        b.arrive(200.0, with(2, &[1, 2, 4]));
+        out.clear();
+        b.advance(300.0, &mut out);
+        assert_eq!((out[0].at, out[0].cached), (210.01, 300));
+    }
+
+    #[test]
+    fn an_answer_without_tokens_ends_with_its_prefill() {
+        let mut b = Batch::new(profile());
+        b.arrive(0.0, job(0, 100, 0));
+        assert_eq!(run(&mut b, 100.0), vec![(0, 11.0, 0, true)]);
+    }
+}

@@ -1,0 +1,298 @@
+//! A profile: the iteration-level model's parameters in a small JSON
+//! file, with what they were fitted from and how well they fit.
+//!
+//! ```json
+//! {"tracekit_profile": 1, "alpha_ms": 4.95, "beta_ms": 0.02, "gamma_ms": 0.05,
+//!  "delta_ms": 0, "epsilon_ms": 15.05, "slots": 4, "prefill_chunk": 2048,
+//!  "cache_blocks": 10000, "block_size": 512, "fitted_from": {...}, "quality": {...}}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use super::batch::Step;
+use crate::error::{Error, Location, Result};
+
+/// The format's version, the file's first key.
+pub const VERSION: u64 = 1;
+
+/// The longest a term may be, ms (a day): larger is a mistake.
+const MAX_TERM_MS: f64 = 86_400_000.0;
+
+/// The model's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The format's version ([`VERSION`]).
+    pub tracekit_profile: u64,
+    /// α: ms every step takes.
+    pub alpha_ms: f64,
+    /// β: ms per prompt token prefilled in the step.
+    pub beta_ms: f64,
+    /// γ: ms per request decoding in the step.
+    pub gamma_ms: f64,
+    /// δ: ms per context token the decoding requests attend to.
+    pub delta_ms: f64,
+    /// ε: ms per request whose prompt is prefilled in the step.
+    pub epsilon_ms: f64,
+    /// Requests running at most; the others wait. 0: no limit.
+    pub slots: usize,
+    /// Prompt tokens prefilled per step at most (chunked prefill).
+    pub prefill_chunk: u64,
+    /// Prefix cache size in blocks; 0 turns it off.
+    pub cache_blocks: usize,
+    /// Tokens per block.
+    pub block_size: u64,
+    /// Where the parameters came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted_from: Option<Source>,
+    /// How well the fit explains the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+}
+
+/// What a profile was made from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The results files (or `flags`, for a profile the flags describe).
+    pub results: Vec<String>,
+    /// The server's scrapes, where given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<String>,
+    /// The flags, for a profile written from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<String>,
+    /// Results read, and those with an answer the fit could use.
+    pub requests: u64,
+    pub used: u64,
+    /// Step times observed (inter-token gaps and prefill steps).
+    pub observations: u64,
+    /// The most requests seen generating at once.
+    pub max_running: u64,
+    /// Mean request rate of the run, per second.
+    pub rate_per_s: f64,
+}
+
+/// The fit's quality.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quality {
+    /// Median and 90th percentile of |observed − model| / observed, %.
+    pub median_error_pct: f64,
+    pub p90_error_pct: f64,
+    /// Share of the step times' variance the model explains.
+    pub r2: f64,
+    /// What the run could not tell, one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
+}
+
+impl Default for Profile {
+    /// The profile trace-sim's default flags describe.
+    fn default() -> Self {
+        Profile::from_flags(20.0, 20.0, 5.0, 0.01)
+    }
+}
+
+impl Profile {
+    /// No time at all, the rest as by default.
+    fn untimed() -> Profile {
+        Profile {
+            tracekit_profile: VERSION,
+            alpha_ms: 0.0,
+            beta_ms: 0.0,
+            gamma_ms: 0.0,
+            delta_ms: 0.0,
+            epsilon_ms: 0.0,
+            slots: 0,
+            prefill_chunk: 2048,
+            cache_blocks: 10_000,
+            block_size: crate::record::DEFAULT_BLOCK_SIZE,
+            fitted_from: None,
+            quality: None,
+        }
+    }
+}
+
+impl Profile {
+    /// How long a step takes, ms.
+    pub fn step_ms(&self, s: &Step) -> f64 {
+        self.alpha_ms
+            + self.beta_ms * s.prefill_tokens as f64
+            + self.gamma_ms * s.decoding as f64
+            + self.delta_ms * s.context as f64
+            + self.epsilon_ms * s.prefilling as f64
+    }
+
+    /// The profile of trace-sim's per-request flags: a request alone takes
+    /// `ttft` + `prefill` × its uncached tokens to its first token, then
+    /// `itl` × (1 + `slope` × (requests decoding − 1)) per token (exact
+    /// for a slope up to 1).
+    pub fn from_flags(ttft_ms: f64, prefill_us: f64, itl_ms: f64, slope: f64) -> Profile {
+        let alpha = (itl_ms * (1.0 - slope)).max(0.0);
+        Profile {
+            alpha_ms: alpha,
+            beta_ms: prefill_us / 1000.0,
+            gamma_ms: itl_ms - alpha,
+            delta_ms: 0.0,
+            epsilon_ms: (ttft_ms - alpha).max(0.0),
+            ..Profile::untimed()
+        }
+    }
+
+    /// Read and check a profile file.
+    pub fn read(path: &str) -> Result<Profile> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Profile::parse(&text, path)
+    }
+
+    /// Parse and check a profile's text; errors name `path`, the line and
+    /// the field.
+    pub fn parse(text: &str, path: &str) -> Result<Profile> {
+        let at = |line: usize, column: Option<u64>| Location {
+            source: path.into(),
+            line: line.max(1) as u64,
+            column,
+        };
+        let p: Profile = serde_json::from_str(text).map_err(|e| Error::Record {
+            loc: at(e.line(), Some(e.column() as u64)),
+            field: String::new(),
+            msg: {
+                let text = e.to_string();
+                // serde_json's position is in the location already.
+                text.rfind(" at line ")
+                    .map_or(text.clone(), |i| text[..i].to_string())
+            },
+        })?;
+        // The line a key is on, for a value that parses but is out of range.
+        let line_of = |key: &str| {
+            let quoted = format!("\"{key}\"");
+            text.lines().position(|l| l.contains(&quoted)).unwrap_or(0) + 1
+        };
+        let bad = |key: &str, msg: String| Error::Record {
+            loc: at(line_of(key), None),
+            field: key.to_string(),
+            msg,
+        };
+        if p.tracekit_profile != VERSION {
+            return Err(bad(
+                "tracekit_profile",
+                format!("version {} is not {VERSION}", p.tracekit_profile),
+            ));
+        }
+        for (key, v) in [
+            ("alpha_ms", p.alpha_ms),
+            ("beta_ms", p.beta_ms),
+            ("gamma_ms", p.gamma_ms),
+            ("delta_ms", p.delta_ms),
+            ("epsilon_ms", p.epsilon_ms),
+        ] {
+            if !(0.0..=MAX_TERM_MS).contains(&v) {
+                return Err(bad(
+                    key,
+                    format!("{v} is not a time from 0 to {MAX_TERM_MS} ms"),
+                ));
+            }
+        }
+        if p.step_ms(&Step {
+            start: 0.0,
+            end: 0.0,
+            prefill_tokens: 1,
+            prefilling: 1,
+            decoding: 0,
+            context: 0,
+        }) <= 0.0
+            && p.gamma_ms + p.alpha_ms <= 0.0
+        {
+            return Err(bad(
+                "alpha_ms",
+                "every term is 0: steps would take no time".into(),
+            ));
+        }
+        for (key, v, max) in [
+            ("slots", p.slots as u64, 1_000_000),
+            ("prefill_chunk", p.prefill_chunk, crate::record::MAX_TOKENS),
+            ("cache_blocks", p.cache_blocks as u64, 1 << 32),
+            ("block_size", p.block_size, crate::record::MAX_TOKENS),
+        ] {
+            let min = u64::from(matches!(key, "prefill_chunk" | "block_size"));
+            if !(min..=max).contains(&v) {
+                return Err(bad(key, format!("{v} is not from {min} to {max}")));
+            }
+        }
+        Ok(p)
+    }
+
+    /// The profile as the file holds it: pretty JSON and a newline.
+    pub fn to_text(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a profile serializes");
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(prefill_tokens: u64, prefilling: u64, decoding: u64) -> Step {
+        Step {
+            start: 0.0,
+            end: 0.0,
+            prefill_tokens,
+            prefilling,
+            decoding,
+            context: 0,
+        }
+    }
+
+    #[test]
+    fn the_flags_profile_gives_their_ttft_and_itl() {
+        let p = Profile::from_flags(20.0, 20.0, 5.0, 0.01);
+        // A request alone: 20 ms + 20 µs × 1000 tokens = 40 ms.
+        assert!((p.step_ms(&step(1000, 1, 0)) - 40.0).abs() < 1e-9);
+        // One decoding: 5 ms; eleven: 5 × 1.1 = 5.5 ms.
+        assert!((p.step_ms(&step(0, 0, 1)) - 5.0).abs() < 1e-9);
+        assert!((p.step_ms(&step(0, 0, 11)) - 5.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_profile_reads_back_what_it_wrote() {
+        let p = Profile {
+            slots: 4,
+            quality: Some(Quality {
+                median_error_pct: 1.5,
+                p90_error_pct: 4.0,
+                r2: 0.99,
+                unknown: vec!["x".into()],
+            }),
+            ..Profile::default()
+        };
+        assert_eq!(Profile::parse(&p.to_text(), "p.json").unwrap(), p);
+    }
+
+    #[test]
+    fn bad_profiles_name_the_file_line_and_field() {
+        let text = Profile::default()
+            .to_text()
+            .replace("\"delta_ms\": 0.0", "\"delta_ms\": -1.0");
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.json:6: error: field `delta_ms`: -1 is not a time from 0 to 86400000 ms"
+        );
+        let e = Profile::parse("{\"tracekit_profile\": 1, \"alpha\": 1}", "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.json:1:"), "{e}");
+        assert!(e.contains("unknown field `alpha`"), "{e}");
+        let text = Profile::default()
+            .to_text()
+            .replace("\"block_size\": 512", "\"block_size\": 0");
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.json:11: error: field `block_size`: 0 is not from 1 to 16777216"
+        );
+    }
+}

@@ -1,0 +1,479 @@
+//! `trace-sim --fit`: the model's parameters from a run's own results.
+//!
+//! Every token a request received marks the end of one of the server's
+//! steps. Each step is rebuilt from the results' timestamps: the tokens
+//! given within a small tolerance of one another end the same step; a
+//! request's first token ends the step that prefilled its prompt, the
+//! others one that decoded. A gap between two tokens of a request is then
+//! one step's time, and a request's first token comes one step after its
+//! send or the step before, whichever is later. The step times are fitted
+//! to α + β·(prefill tokens) + γ·(decoding requests) + δ·(context
+//! tokens) + ε·(requests prefilling) by robust regression
+//! ([`super::regress`]), α then taking the mean residual.
+
+use std::fmt::Write as _;
+
+use crate::error::{Error, Result};
+use crate::io::{self, Lines};
+use crate::result::{ResultView, Status};
+use crate::server_metrics::RunFigures;
+use crate::simulator::profile::{Profile, Quality, Source};
+use crate::text::plural;
+
+use super::regress;
+
+/// Fewer requests or step times than these make no profile.
+pub const MIN_REQUESTS: usize = 10;
+pub const MIN_STEPS: usize = 50;
+
+/// The terms, in the regression's column order.
+const TERMS: [&str; 5] = ["alpha_ms", "beta_ms", "gamma_ms", "delta_ms", "epsilon_ms"];
+
+/// One request as the results show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seen {
+    pub sent: f64,
+    /// Prompt tokens, and those the server found cached.
+    pub prompt: u64,
+    pub cached: u64,
+    /// When each token came, ms from the run's start (the first at
+    /// `sent + ttft`).
+    pub tokens: Vec<f64>,
+}
+
+/// A step's time and what it did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// 1, prefill tokens, decoding requests, context tokens, requests
+    /// prefilling: the regression's row.
+    pub row: [f64; 5],
+    pub ms: f64,
+    /// Whether it gave the request its first token.
+    pub first: bool,
+}
+
+/// What a fit gives: the profile, and a report for people.
+#[derive(Debug)]
+pub struct Fitted {
+    pub profile: Profile,
+    pub report: String,
+}
+
+/// Fit a profile to results files; `base` gives what the fit does not
+/// (the prefill chunk, the cache, and the slots when `slots_given`).
+pub fn fit_files(
+    results: &[String],
+    metrics: &[String],
+    base: &Profile,
+    slots_given: bool,
+) -> Result<Fitted> {
+    let specs = io::input_specs(results)?;
+    let mut lines = Lines::new(&specs);
+    let mut seen = Vec::new();
+    let mut read = 0u64;
+    let mut itl = Vec::new();
+    while let Some((loc, line)) = lines.next_line()? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        read += 1;
+        let v = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
+        if let Some(s) = seen_of(&v, &itl) {
+            seen.push(s);
+        }
+    }
+    let mut scrapes = Vec::new();
+    for m in metrics {
+        scrapes.extend(crate::server_metrics::read_file(std::path::Path::new(m))?);
+    }
+    let figures = (!scrapes.is_empty()).then(|| RunFigures::of(&scrapes));
+    let mut fitted = fit(&seen, base, slots_given, figures.as_ref())?;
+    let source = fitted
+        .profile
+        .fitted_from
+        .get_or_insert_with(Source::default);
+    source.results = results.to_vec();
+    source.metrics = metrics.to_vec();
+    source.requests = read;
+    fitted.report = format!(
+        "fitted from {} ({read} results, {} used)\n{}",
+        results.join(", "),
+        seen.len(),
+        fitted.report
+    );
+    Ok(fitted)
+}
+
+/// An ok result with its first token, as the fit sees it.
+fn seen_of(v: &ResultView<'_>, itl: &[f64]) -> Option<Seen> {
+    if v.status != Status::Ok || v.warmup {
+        return None;
+    }
+    let ttft = v.ttft_ms?;
+    let first = v.sent_ms + ttft;
+    let mut tokens = Vec::with_capacity(itl.len() + 1);
+    tokens.push(first);
+    let mut t = first;
+    for g in itl {
+        t += g;
+        tokens.push(t);
+    }
+    let prompt = v.prompt_tokens.or(v.input_length)?;
+    Some(Seen {
+        sent: v.sent_ms,
+        prompt,
+        cached: v.cached_tokens.unwrap_or(0).min(prompt),
+        tokens,
+    })
+}
+
+/// Every step time the requests show, with what the step did.
+pub fn observe(seen: &[Seen]) -> Vec<Observed> {
+    // Every token: (time, request, its place in the answer).
+    let mut all: Vec<(f64, usize, usize)> = seen
+        .iter()
+        .enumerate()
+        .flat_map(|(r, s)| s.tokens.iter().enumerate().map(move |(j, t)| (*t, r, j)))
+        .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let times: Vec<f64> = all.iter().map(|e| e.0).collect();
+    let tol = tolerance(seen);
+    // What the step ending at `t` did.
+    let step = |t: f64| {
+        let lo = times.partition_point(|x| *x < t - tol);
+        let hi = times.partition_point(|x| *x <= t + tol);
+        let mut row = [1.0, 0.0, 0.0, 0.0, 0.0];
+        for &(_, r, j) in &all[lo..hi] {
+            let s = &seen[r];
+            if j == 0 {
+                row[1] += (s.prompt - s.cached).max(1) as f64;
+                row[4] += 1.0;
+            } else {
+                row[2] += 1.0;
+                row[3] += (s.prompt + j as u64) as f64;
+            }
+        }
+        (row, lo)
+    };
+    let mut out = Vec::new();
+    for s in seen {
+        for (j, &t) in s.tokens.iter().enumerate() {
+            let (row, lo) = step(t);
+            let start = if j > 0 {
+                s.tokens[j - 1]
+            } else {
+                // The step before ended at the latest token before this
+                // step's; the request waited for it if it came earlier.
+                let before = if lo > 0 {
+                    times[lo - 1]
+                } else {
+                    f64::NEG_INFINITY
+                };
+                before.max(s.sent)
+            };
+            let ms = t - start;
+            if ms > 0.0 {
+                out.push(Observed {
+                    row,
+                    ms,
+                    first: j == 0,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Tokens closer than this end the same step: a quarter of the median gap
+/// between a request's tokens (client-side jitter is far less, a step far
+/// more).
+fn tolerance(seen: &[Seen]) -> f64 {
+    let mut gaps: Vec<f64> = seen
+        .iter()
+        .flat_map(|s| s.tokens.windows(2).map(|w| w[1] - w[0]))
+        .filter(|g| *g > 0.0)
+        .collect();
+    if gaps.is_empty() {
+        return 1e-6;
+    }
+    gaps.sort_by(f64::total_cmp);
+    (gaps[gaps.len() / 2] / 4.0).max(1e-6)
+}
+
+/// The most requests running at once, and whether any request waited for
+/// a place while that many ran (then the slots are known).
+fn slots_seen(seen: &[Seen]) -> (u64, bool) {
+    // +1 at a request's first token, −1 after its last.
+    let mut edges: Vec<(f64, i64)> = Vec::new();
+    for s in seen {
+        edges.push((s.tokens[0], 1));
+        edges.push((*s.tokens.last().expect("a first token"), -1));
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut now = 0i64;
+    let mut max = 0i64;
+    // (time, running) after each edge.
+    let mut levels = Vec::with_capacity(edges.len());
+    for (t, d) in &edges {
+        now += d;
+        max = max.max(now);
+        levels.push((*t, now));
+    }
+    // A request waited for a place if, at some moment between its send and
+    // its first token, the batch was full and a request left it just then.
+    let full_at = |from: f64, to: f64| {
+        let i = levels.partition_point(|(t, _)| *t <= from);
+        levels[i.saturating_sub(1)..]
+            .iter()
+            .take_while(|(t, _)| *t < to)
+            .any(|(_, n)| *n == max)
+    };
+    let waited = seen.iter().any(|s| {
+        let tol = tolerance(std::slice::from_ref(s));
+        s.tokens[0] - s.sent > 2.0 * tol && full_at(s.sent, s.tokens[0])
+    });
+    (max.max(0) as u64, waited && max > 0)
+}
+
+/// Fit a profile to the requests seen.
+pub fn fit(
+    seen: &[Seen],
+    base: &Profile,
+    slots_given: bool,
+    scrapes: Option<&RunFigures>,
+) -> Result<Fitted> {
+    let steps = observe(seen);
+    if seen.len() < MIN_REQUESTS || steps.len() < MIN_STEPS {
+        let (n, k) = (seen.len() as u64, steps.len() as u64);
+        return Err(Error::msg(format!(
+            "too little to fit a profile: {n} request{} with a first token and {k} step \
+             time{} (at least {MIN_REQUESTS} and {MIN_STEPS}): run more requests",
+            plural(n),
+            plural(k)
+        )));
+    }
+    let mut unknown = Vec::new();
+    let (max_running, waited) = slots_seen(seen);
+    let mut terms = [true; 5];
+    if max_running <= 1 {
+        terms[2] = false;
+        unknown.push(
+            "gamma_ms: never more than one request in flight: the batch terms are unknown (0)"
+                .to_string(),
+        );
+    }
+    let x: Vec<Vec<f64>> = steps.iter().map(|o| o.row.to_vec()).collect();
+    let y: Vec<f64> = steps.iter().map(|o| o.ms).collect();
+    let f = regress::fit(&x, &y, &terms);
+    for j in &f.singular {
+        unknown.push(format!(
+            "{}: the run cannot tell it from the other terms (0)",
+            TERMS[*j]
+        ));
+    }
+    let c = &f.coef;
+    // The robust fit follows the usual step; stalls (a busy machine, a
+    // server's housekeeping) come with time, and add to the mean step,
+    // which is what throughput and queues follow: α takes the mean
+    // residual.
+    let predicted = |o: &Observed| c.iter().zip(&o.row).map(|(c, x)| c * x).sum::<f64>();
+    let bias = steps.iter().map(|o| o.ms - predicted(o)).sum::<f64>() / steps.len() as f64;
+    let mut profile = Profile {
+        alpha_ms: (c[0] + bias).max(0.0),
+        beta_ms: c[1],
+        gamma_ms: c[2],
+        delta_ms: c[3],
+        epsilon_ms: c[4],
+        fitted_from: None,
+        quality: None,
+        ..base.clone()
+    };
+    let scraped = scrapes.and_then(|s| Some((s.running?, s.waiting?)));
+    let slots_note = if slots_given {
+        format!("{} (given)", profile.slots)
+    } else if let Some((running, waiting)) = scraped.filter(|(_, w)| w.max > 0.0) {
+        profile.slots = running.max.round() as usize;
+        format!(
+            "{} (the scrapes: at most {} waiting beside them)",
+            profile.slots, waiting.max
+        )
+    } else if waited {
+        profile.slots = max_running as usize;
+        format!("{max_running} (requests waited while {max_running} ran)")
+    } else {
+        profile.slots = max_running as usize;
+        unknown.push(format!(
+            "slots: no request waited for a place (at most {max_running} ran at once): \
+             at least {max_running}; give --max-batch"
+        ));
+        format!("{max_running} (at least)")
+    };
+    // Residuals, overall and by kind of step.
+    let model = profile.clone();
+    let errors = |first: Option<bool>| {
+        let mut e: Vec<f64> = steps
+            .iter()
+            .filter(|o| first.is_none_or(|f| o.first == f))
+            .map(|o| (o.ms - predict(&model, &o.row)).abs() / o.ms * 100.0)
+            .collect();
+        e.sort_by(f64::total_cmp);
+        e
+    };
+    let pct = |e: &[f64], q: f64| {
+        if e.is_empty() {
+            f64::NAN
+        } else {
+            e[((e.len() - 1) as f64 * q).round() as usize]
+        }
+    };
+    let all = errors(None);
+    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    let total: f64 = y.iter().map(|v| (v - mean).powi(2)).sum();
+    let resid: f64 = steps
+        .iter()
+        .map(|o| (o.ms - predict(&profile, &o.row)).powi(2))
+        .sum();
+    let r2 = if total > 0.0 {
+        1.0 - resid / total
+    } else {
+        1.0
+    };
+    let duration = seen
+        .iter()
+        .map(|s| s.sent)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
+            (a.min(t), b.max(t))
+        });
+    let span_s = (duration.1 - duration.0) / 1000.0;
+    profile.quality = Some(Quality {
+        median_error_pct: round3(pct(&all, 0.5)),
+        p90_error_pct: round3(pct(&all, 0.9)),
+        r2: round3(r2),
+        unknown: unknown.clone(),
+    });
+    profile.fitted_from = Some(Source {
+        used: seen.len() as u64,
+        observations: steps.len() as u64,
+        max_running,
+        rate_per_s: if span_s > 0.0 {
+            round3((seen.len() - 1) as f64 / span_s)
+        } else {
+            0.0
+        },
+        ..Source::default()
+    });
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "  alpha_ms    {:>12.6}  every step",
+        profile.alpha_ms
+    );
+    let _ = writeln!(
+        report,
+        "  beta_ms     {:>12.6}  per prefill token",
+        profile.beta_ms
+    );
+    let _ = writeln!(
+        report,
+        "  gamma_ms    {:>12.6}  per decoding request",
+        profile.gamma_ms
+    );
+    let _ = writeln!(
+        report,
+        "  delta_ms    {:>12.6}  per context token",
+        profile.delta_ms
+    );
+    let _ = writeln!(
+        report,
+        "  epsilon_ms  {:>12.6}  per request prefilling",
+        profile.epsilon_ms
+    );
+    let _ = writeln!(report, "  slots       {slots_note}");
+    let _ = writeln!(report, "residuals (|observed - model| / observed):");
+    for (name, e) in [
+        ("all steps", &all),
+        ("decode steps", &errors(Some(false))),
+        ("first-token steps", &errors(Some(true))),
+    ] {
+        let _ = writeln!(
+            report,
+            "  {name:<18} {:>7}  median {:>6.1}%  p90 {:>6.1}%",
+            e.len(),
+            pct(e, 0.5),
+            pct(e, 0.9)
+        );
+    }
+    let _ = writeln!(report, "  R² {:.3}", r2);
+    if unknown.is_empty() {
+        let _ = writeln!(report, "the run could tell every term");
+    } else {
+        let _ = writeln!(report, "what the run could not tell:");
+        for u in &unknown {
+            let _ = writeln!(report, "  {u}");
+        }
+    }
+    Ok(Fitted { profile, report })
+}
+
+fn predict(p: &Profile, row: &[f64; 5]) -> f64 {
+    p.alpha_ms * row[0]
+        + p.beta_ms * row[1]
+        + p.gamma_ms * row[2]
+        + p.delta_ms * row[3]
+        + p.epsilon_ms * row[4]
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(sent: f64, prompt: u64, tokens: &[f64]) -> Seen {
+        Seen {
+            sent,
+            prompt,
+            cached: 0,
+            tokens: tokens.to_vec(),
+        }
+    }
+
+    #[test]
+    fn steps_are_rebuilt_from_the_tokens_timestamps() {
+        // The batch test's second case: request 0 (200 tokens) sent at 0,
+        // tokens at 12, 26, 38; request 1 (300) sent at 5, tokens at 26, 38.
+        let s = [
+            seen(0.0, 200, &[12.0, 26.0, 38.0]),
+            seen(5.0, 300, &[26.0, 38.0]),
+        ];
+        let o = observe(&s);
+        let rows: Vec<([f64; 5], f64, bool)> = o.iter().map(|o| (o.row, o.ms, o.first)).collect();
+        assert_eq!(
+            rows,
+            vec![
+                // 0's prefill, alone: 0 → 12.
+                ([1.0, 200.0, 0.0, 0.0, 1.0], 12.0, true),
+                // 0 decodes (context 201) while 1 prefills 300: 12 → 26.
+                ([1.0, 300.0, 1.0, 201.0, 1.0], 14.0, false),
+                // Both decode: contexts 202 and 301: 26 → 38.
+                ([1.0, 0.0, 2.0, 503.0, 0.0], 12.0, false),
+                // 1's first token: the step began at 12, after its send.
+                ([1.0, 300.0, 1.0, 201.0, 1.0], 14.0, true),
+                ([1.0, 0.0, 2.0, 503.0, 0.0], 12.0, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn too_little_is_refused_by_name() {
+        let s = [seen(0.0, 10, &[1.0, 2.0])];
+        let e = fit(&s, &Profile::default(), false, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error: too little to fit a profile: 1 request with a first token and 2 step \
+             times (at least 10 and 50): run more requests"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! `trace-sim --offline`: a trace run against the model in virtual time.
+//! No server and no clock: the replay engine's own schedule decides when
+//! each record is due (timestamps, sessions, `after`, `delay`), the batch
+//! model when its tokens come, and each request ends as the result line
+//! trace-replay would have written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::api::Endpoint;
+use crate::cli::Outcome;
+use crate::engine::exchange::skeleton;
+use crate::engine::request::{BodyOptions, Prepared, outline};
+use crate::engine::schedule::{Completed, Pace, Plan, Schedule};
+use crate::error::Result;
+use crate::io::{Lines, Output};
+use crate::record::Record;
+use crate::result::{ResultRecord, Status, round_us};
+use crate::simulator::batch::{Batch, Event, Job};
+use crate::simulator::profile::Profile;
+
+/// Output tokens of a record that asks for none: what a server gives
+/// without `max_tokens` (and trace-sim's answer then).
+const DEFAULT_OUTPUT: u64 = 16;
+
+/// Absolute epoch timestamps start here (ms): 1973. Below it, a trace's
+/// timestamps are taken as relative, and the run starts at the epoch.
+const EPOCH_MS: f64 = 1.0e11;
+
+/// A request in the batch.
+struct Pending {
+    req: Prepared,
+    scheduled: f64,
+    sent: f64,
+    prompt: u64,
+    first: Option<f64>,
+    last: f64,
+    itl: Vec<f64>,
+}
+
+/// What an offline run needs besides the profile.
+pub struct Run<'a> {
+    pub profile: Profile,
+    /// `--model`: named in every result, as trace-replay's `--model` is.
+    pub model: Option<String>,
+    pub output: &'a mut Output,
+    /// Set by Ctrl-C: stop, writing what is left as cancelled.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Run every record of `lines` through the model, writing one result per
+/// record as it completes. Interrupted, what was not done is written as
+/// `cancelled` and the outcome says so.
+pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
+    let opts = BodyOptions {
+        endpoint: Endpoint::Chat,
+        model: run.model.clone(),
+        model_map: Vec::new(),
+        stream: true,
+        ignore_eos: false,
+        min_tokens: false,
+        extra: serde_json::Map::new(),
+        session_header: None,
+        live_answers: false,
+    };
+    let block_size = run.profile.block_size;
+    let mut batch = Batch::new(run.profile);
+    let mut schedule: Schedule<Prepared> = Schedule::new(Pace::Open {
+        max_in_flight: None,
+    });
+    let mut jobs: HashMap<u64, Job> = HashMap::new();
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
+    let mut turns: HashMap<String, u64> = HashMap::new();
+    let mut events = Vec::new();
+    let mut index = 0u64;
+    let mut eof = false;
+    // The due time of the last record read by its timestamp.
+    let mut read_to = f64::NEG_INFINITY;
+    let mut origin: Option<SystemTime> = None;
+    let out = run.output;
+    loop {
+        if run.stop.load(Ordering::Relaxed) {
+            return cancel(out, &mut schedule, pending, origin);
+        }
+        // Read on until the records read reach past the next thing to do:
+        // a later record (in timestamp order) cannot come before it.
+        while !eof {
+            let next = earliest(schedule.next_due(), batch.next_end());
+            if next.is_some_and(|t| t < read_to) {
+                break;
+            }
+            let Some((loc, line)) = lines.next_line()? else {
+                eof = true;
+                break;
+            };
+            let rec = Record::parse_at(line, &loc)?;
+            let mut req = outline(&rec, index, &opts).map_err(|e| e.at(&loc))?;
+            let blocks = rec.hash_ids().map_err(|e| e.at(&loc))?.unwrap_or_default();
+            if origin.is_none() {
+                let ts = req.timestamp.unwrap_or(0.0);
+                let start = if ts >= EPOCH_MS { ts } else { 0.0 };
+                origin = Some(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(start / 1000.0));
+            }
+            if let Some(s) = &req.session_id {
+                let n = turns.entry(s.clone()).or_insert(0);
+                *n += 1;
+                req.turn = Some(*n);
+            }
+            let prompt = req.input_length.unwrap_or(blocks.len() as u64 * block_size);
+            jobs.insert(
+                index,
+                Job {
+                    key: index,
+                    prompt,
+                    output: req.output_length.unwrap_or(DEFAULT_OUTPUT),
+                    blocks,
+                    known_cached: 0,
+                },
+            );
+            if let Plan::At(due) = schedule.push(req) {
+                read_to = due;
+            }
+            // An `after` id no earlier record has: scheduled without it,
+            // as trace-replay does.
+            schedule.take_unknown();
+            index += 1;
+        }
+        let due = schedule.next_due();
+        let end = batch.next_end();
+        match (due, end) {
+            (Some(d), e) if e.is_none_or(|e| d < e) => {
+                let Some((scheduled, req)) = schedule.pop_due(d) else {
+                    continue;
+                };
+                let job = jobs.remove(&req.index).expect("read with its job");
+                let prompt = job.prompt;
+                batch.arrive(d, job);
+                pending.insert(
+                    req.index,
+                    Pending {
+                        req,
+                        scheduled,
+                        sent: d,
+                        prompt,
+                        first: None,
+                        last: d,
+                        itl: Vec::new(),
+                    },
+                );
+            }
+            (_, Some(e)) => {
+                events.clear();
+                batch.advance(e, &mut events);
+                for ev in &events {
+                    if let Some(done) = take(&mut pending, ev) {
+                        schedule.complete(
+                            Some(Completed {
+                                key: done.index,
+                                id: done.id.as_deref(),
+                                session: done.session_id.as_deref(),
+                            }),
+                            ev.at,
+                        );
+                        out.write_line(finished(done, origin).as_bytes())?;
+                    }
+                }
+            }
+            _ if eof => break,
+            _ => {}
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Success)
+}
+
+/// The earlier of two times, either may be unknown.
+fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A request's result with its measures, ready to write.
+struct Done {
+    index: u64,
+    id: Option<String>,
+    session_id: Option<String>,
+    result: ResultRecord,
+}
+
+/// Account for one event; the request's result when it is done.
+fn take(pending: &mut HashMap<u64, Pending>, ev: &Event) -> Option<Done> {
+    let p = pending.get_mut(&ev.key)?;
+    if ev.tokens <= 1 {
+        p.first = Some(ev.at);
+    } else {
+        p.itl.push(round_us(ev.at - p.last));
+    }
+    p.last = ev.at;
+    if !ev.done {
+        return None;
+    }
+    let p = pending.remove(&ev.key)?;
+    let mut r = skeleton(
+        &p.req,
+        round_us(p.scheduled),
+        round_us(p.sent),
+        String::new(),
+    );
+    let m = &mut r.measure;
+    m.ttft_ms = p.first.map(|f| round_us(f - p.sent));
+    m.first_chunk_ms = m.ttft_ms;
+    m.e2e_ms = Some(round_us(ev.at - p.sent));
+    m.itl_ms = p.itl;
+    m.prompt_tokens = Some(p.prompt);
+    m.completion_tokens = Some(ev.tokens);
+    m.cached_tokens = Some(ev.cached);
+    m.finish_reason = Some("length".into());
+    m.status = Status::Ok;
+    m.http_status = Some(200);
+    Some(Done {
+        index: p.req.index,
+        id: p.req.id,
+        session_id: p.req.session_id,
+        result: r,
+    })
+}
+
+/// The line of a result, its start time on the virtual clock.
+fn finished(mut done: Done, origin: Option<SystemTime>) -> String {
+    done.result.start_time = start_time(origin, done.result.sent_ms);
+    done.result.to_json_line()
+}
+
+fn start_time(origin: Option<SystemTime>, sent_ms: f64) -> String {
+    let at = origin.unwrap_or(SystemTime::UNIX_EPOCH) + Duration::from_secs_f64(sent_ms / 1000.0);
+    crate::time::rfc3339(at)
+}
+
+/// Ctrl-C: every request in the batch or not yet sent ends `cancelled`,
+/// as trace-replay's do.
+fn cancel(
+    out: &mut Output,
+    schedule: &mut Schedule<Prepared>,
+    pending: HashMap<u64, Pending>,
+    origin: Option<SystemTime>,
+) -> Result<Outcome> {
+    let mut left: Vec<(f64, f64, Prepared)> = pending
+        .into_values()
+        .map(|p| (p.scheduled, p.sent, p.req))
+        .collect();
+    left.sort_by_key(|(_, _, r)| r.index);
+    for (scheduled, sent, req) in left {
+        let r = skeleton(
+            &req,
+            round_us(scheduled),
+            round_us(sent),
+            start_time(origin, sent),
+        );
+        out.write_line(r.to_json_line().as_bytes())?;
+    }
+    for (due, req) in schedule.drain() {
+        let due = round_us(due.unwrap_or(0.0));
+        let r = skeleton(&req, due, due, start_time(origin, due));
+        out.write_line(r.to_json_line().as_bytes())?;
+    }
+    out.flush()?;
+    Ok(Outcome::Interrupted)
+}

@@ -1,0 +1,266 @@
+//! The twin: trace-sim --offline (the model in virtual time), --fit (the
+//! model from a run's results) and --profile (served).
+
+use crate::util::*;
+
+/// α 10 ms, β 0.01 ms per prefill token, γ 1 ms per decoding request, two
+/// slots, no cache.
+const PROFILE: &str = r#"{
+  "tracekit_profile": 1,
+  "alpha_ms": 10.0,
+  "beta_ms": 0.01,
+  "gamma_ms": 1.0,
+  "delta_ms": 0.0,
+  "epsilon_ms": 0.0,
+  "slots": 2,
+  "prefill_chunk": 1000,
+  "cache_blocks": 0,
+  "block_size": 512
+}
+"#;
+
+/// The figures of each result line, in the order written.
+fn figures(run: &Run) -> Vec<(u64, f64, f64, f64, Vec<f64>, f64)> {
+    run.json_lines()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "ok", "{r}");
+            (
+                r["index"].as_u64().unwrap(),
+                r["scheduled_ms"].as_f64().unwrap(),
+                r["sent_ms"].as_f64().unwrap(),
+                r["ttft_ms"].as_f64().unwrap(),
+                r["itl_ms"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g.as_f64().unwrap())
+                    .collect(),
+                r["e2e_ms"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn offline_results_come_at_the_models_exact_times() {
+    let dir = TestDir::new("twin-offline");
+    dir.write("p.json", PROFILE);
+    // 0 (200 tokens in, 3 out) at 0; 1 (300 in, 2 out) at 5.
+    // Step 1, 0 → 12: 0's prefill, 10 + 0.01 × 200.
+    // Step 2, 12 → 26: 0 decodes (1), 1 prefills 300 (3): 14.
+    // Step 3, 26 → 38: both decode: 12. Both are done.
+    let trace = "{\"timestamp\":1000,\"input_length\":200,\"output_length\":3}\n\
+                 {\"timestamp\":1005,\"input_length\":300,\"output_length\":2}\n";
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json"])
+        .stdin(trace)
+        .run();
+    run.ok();
+    assert_eq!(
+        figures(&run),
+        vec![
+            (0, 0.0, 0.0, 12.0, vec![14.0, 12.0], 38.0),
+            (1, 5.0, 5.0, 21.0, vec![12.0], 33.0),
+        ]
+    );
+    let first = &run.json_lines()[0];
+    assert_eq!(first["prompt_tokens"], 200);
+    assert_eq!(first["completion_tokens"], 3);
+    assert_eq!(first["cached_tokens"], 0);
+    assert_eq!(first["start_time"], "1970-01-01T00:00:00.000000Z");
+}
+
+#[test]
+fn offline_honours_after_delay_and_sessions() {
+    let dir = TestDir::new("twin-offline-deps");
+    dir.write("p.json", PROFILE);
+    // a: prefill 0 → 11 (10 + 0.01 × 100), decode 11 → 22.
+    // b waits for a, then 100 ms: sent at 122, done at 133.
+    // c, a session's first turn, at 200: done at 211.
+    // d, its next turn, 10 ms after c is done: 221 → 232.
+    let trace = r#"{"id":"a","timestamp":0,"input_length":100,"output_length":2}
+{"id":"b","after":["a"],"delay":100,"input_length":100,"output_length":1}
+{"session_id":"s","timestamp":200,"input_length":100,"output_length":1}
+{"session_id":"s","timestamp":201,"delay":10,"input_length":100,"output_length":1}
+"#;
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json"])
+        .stdin(trace)
+        .run();
+    run.ok();
+    assert_eq!(
+        figures(&run),
+        vec![
+            (0, 0.0, 0.0, 11.0, vec![11.0], 22.0),
+            (1, 122.0, 122.0, 11.0, vec![], 11.0),
+            (2, 200.0, 200.0, 11.0, vec![], 11.0),
+            (3, 221.0, 221.0, 11.0, vec![], 11.0),
+        ]
+    );
+    let lines = run.json_lines();
+    assert_eq!(lines[3]["turn"], 2);
+    assert_eq!(lines[1]["after"], serde_json::json!(["a"]));
+}
+
+#[test]
+fn offline_bad_input_names_the_line_and_field() {
+    let dir = TestDir::new("twin-offline-bad");
+    dir.write("p.json", PROFILE);
+    dir.write(
+        "t.jsonl",
+        "{\"timestamp\":0,\"input_length\":10,\"output_length\":1}\n\
+         {\"timestamp\":1,\"input_length\":\"12k\",\"output_length\":1}\n",
+    );
+    dir.cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json", "t.jsonl"])
+        .run()
+        .code(2)
+        .stderr_has("trace-sim: t.jsonl:2: error: field `input_length`");
+    let bad = PROFILE.replace("\"slots\": 2", "\"slots\": -2");
+    dir.write("bad.json", bad);
+    dir.cmd("trace-sim")
+        .args(["--offline", "--profile", "bad.json", "t.jsonl"])
+        .run()
+        .code(2)
+        .stderr_has("trace-sim: bad.json:8:");
+}
+
+/// A trace of `n` requests: prompts of 50 to 1,000 tokens, answers of 4 to
+/// 60, arrivals 40 ms apart on average, from a fixed seed.
+fn trace(n: u32) -> String {
+    let mut x: u64 = 7;
+    let mut next = |m: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    let mut t = 0.0;
+    let mut out = String::new();
+    for _ in 0..n {
+        t += next(80) as f64;
+        out.push_str(&format!(
+            "{{\"timestamp\":{t},\"input_length\":{},\"output_length\":{}}}\n",
+            50 + next(951),
+            4 + next(57)
+        ));
+    }
+    out
+}
+
+#[test]
+fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
+    let dir = TestDir::new("twin-fit");
+    let known = r#"{"tracekit_profile": 1, "alpha_ms": 8.0, "beta_ms": 0.02,
+        "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "slots": 4,
+        "prefill_chunk": 100000, "cache_blocks": 0, "block_size": 512}"#;
+    dir.write("known.json", known);
+    dir.write("trace.jsonl", trace(400));
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "known.json", "trace.jsonl"])
+        .run();
+    run.ok();
+    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
+    let fit = dir
+        .cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
+        .run();
+    fit.code(0);
+    let p: serde_json::Value = serde_json::from_slice(&dir.read("fitted.json")).unwrap();
+    for (key, want) in [
+        ("alpha_ms", 8.0),
+        ("beta_ms", 0.02),
+        ("gamma_ms", 1.5),
+        ("delta_ms", 0.0005),
+        ("epsilon_ms", 3.0),
+    ] {
+        let got = p[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{key}: {got}, want {want} within 5 %\n{}",
+            fit.stderr
+        );
+    }
+    assert_eq!(p["slots"], 4, "{}", fit.stderr);
+    assert_eq!(p["fitted_from"]["results"], serde_json::json!(["a.ndjson"]));
+    fit.stderr_has("residuals");
+}
+
+#[test]
+fn a_fit_from_too_little_is_refused() {
+    let dir = TestDir::new("twin-fit-little");
+    dir.write("p.json", PROFILE);
+    dir.write("trace.jsonl", trace(3));
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json", "trace.jsonl"])
+        .run();
+    run.ok();
+    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
+    dir.cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
+        .run()
+        .code(2)
+        .stderr_has("trace-sim: error: too little to fit a profile: 3 requests with a first token");
+    assert!(!dir.join("fitted.json").exists());
+}
+
+#[test]
+fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
+    let dir = TestDir::new("twin-fit-serial");
+    dir.write("p.json", PROFILE);
+    // One request every second: never two at once.
+    let trace: String = (0..30)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\":{},\"input_length\":{},\"output_length\":5}}\n",
+                i * 1000,
+                100 + 37 * i
+            )
+        })
+        .collect();
+    dir.write("trace.jsonl", trace);
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json", "trace.jsonl"])
+        .run();
+    run.ok();
+    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
+    dir.cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
+        .run()
+        .code(0)
+        .stderr_has("gamma_ms: never more than one request in flight");
+}
+
+#[test]
+fn replay_serves_a_profile_in_process() {
+    let dir = TestDir::new("twin-served");
+    dir.write("p.json", PROFILE);
+    dir.write(
+        "t.jsonl",
+        "{\"timestamp\":0,\"input_length\":20,\"output_length\":3}\n\
+         {\"timestamp\":5,\"input_length\":20,\"output_length\":2}\n",
+    );
+    let run = dir
+        .cmd("trace-replay")
+        .args(["--sim", "--profile", "p.json", "--quiet", "t.jsonl"])
+        .run();
+    run.code(0);
+    let lines = run.json_lines();
+    assert_eq!(lines.len(), 2);
+    for r in &lines {
+        assert_eq!(r["status"], "ok", "{r}");
+        // At least one step (10 ms) before the first token, on the wall clock.
+        assert!(r["ttft_ms"].as_f64().unwrap() >= 10.0, "{r}");
+    }
+    let done: Vec<u64> = lines
+        .iter()
+        .map(|r| r["completion_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(done, vec![3, 2]);
+}
