@@ -258,9 +258,17 @@ fn replay_serves_a_profile_in_process() {
         // At least one step (10 ms) before the first token, on the wall clock.
         assert!(r["ttft_ms"].as_f64().unwrap() >= 10.0, "{r}");
     }
-    let done: Vec<u64> = lines
+    // Lines come as requests finish: both run in one batch, so take them
+    // in trace order.
+    let mut done: Vec<(u64, u64)> = lines
         .iter()
-        .map(|r| r["completion_tokens"].as_u64().unwrap())
+        .map(|r| {
+            (
+                r["index"].as_u64().unwrap(),
+                r["completion_tokens"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(done, vec![3, 2]);
+    done.sort();
+    assert_eq!(done, vec![(0, 3), (1, 2)]);
 }
