@@ -356,6 +356,12 @@ pub fn parse_slo(text: &str) -> std::result::Result<Slo, String> {
                 ));
             }
         };
+        if bounds.iter().any(|&(m, _)| m == metric) {
+            return Err(format!(
+                "`{}` is given twice: give each SLO once",
+                name.trim()
+            ));
+        }
         bounds.push((metric, crate::duration::parse_ms(value)?));
     }
     Ok(Slo { bounds })
@@ -1013,6 +1019,18 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_slo_given_twice_is_refused() {
+        assert_eq!(
+            parse_slo("ttft=1ms,ttft=1h").unwrap_err(),
+            "`ttft` is given twice: give each SLO once"
+        );
+        assert_eq!(
+            parse_slo("e2e=1s, tpot=5ms ,e2e=2s").unwrap_err(),
+            "`e2e` is given twice: give each SLO once"
+        );
+    }
 
     /// The seconds given a sum other than 0, in `iter`'s order.
     fn sums(s: &Seconds) -> Vec<(u64, f64)> {

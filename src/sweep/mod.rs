@@ -191,14 +191,29 @@ pub struct Args {
 /// the printed form).
 const FORMATS: [Format; 4] = [Format::Table, Format::Json, Format::Csv, Format::Markdown];
 
+/// --search without one.
+const DEFAULT_SEARCH: (f64, f64) = (0.25, 16.0);
+
 /// Speeds given with --speeds.
 #[derive(Clone, Debug)]
 pub struct Speeds(pub Vec<f64>);
 
+/// The slowest and fastest speeds a sweep runs: below, a run's scaled
+/// times grow past any useful length (and its file name with them).
+const SPEEDS: std::ops::RangeInclusive<f64> = 0.001..=1e6;
+
+/// The longest a run may last (its trace's span at its speed, or
+/// --duration): a week. Longer is a mistyped speed.
+const MAX_RUN_MS: f64 = 7.0 * 86_400_000.0;
+
 fn parse_speed(text: &str) -> std::result::Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s <= 1e6 => Ok(s),
-        _ => Err(format!("`{text}` is not a speed: give a number above 0")),
+        Ok(s) if SPEEDS.contains(&s) => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a speed: give a number from {} to {}",
+            SPEEDS.start(),
+            SPEEDS.end()
+        )),
     }
 }
 
@@ -264,6 +279,42 @@ impl Trace {
             )));
         }
         Ok(trace)
+    }
+
+    /// Refuse a trace whose speed changes nothing (its timestamps all
+    /// equal, or absent), as trace-rescale --rate does, and a sweep whose
+    /// slowest run would last longer than [`MAX_RUN_MS`].
+    fn check_span(&self, args: &Args) -> Result<()> {
+        let timed = self.timestamps.iter().flatten();
+        let (first, last) = timed.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &t| {
+            (a.min(t), b.max(t))
+        });
+        let span = last - first;
+        if span.is_nan() || span <= 0.0 {
+            return Err(Error::usage(format!(
+                "{}: trace-sweep needs records at different times, as trace-rescale --rate \
+                 does; this trace spans 0 ms, so its speed changes nothing",
+                args.trace
+            )));
+        }
+        let slowest = match (&args.speeds, args.search) {
+            (Some(Speeds(list)), _) => list.iter().copied().fold(f64::INFINITY, f64::min),
+            (None, Some((lo, _))) => lo,
+            (None, None) => DEFAULT_SEARCH.0,
+        };
+        let longest = args
+            .duration
+            .map_or(span / slowest, |d| d.min(span / slowest));
+        if longest > MAX_RUN_MS {
+            return Err(Error::usage(format!(
+                "at speed {slowest} the trace's {} would last {}: give higher speeds, or \
+                 --duration (a run lasts at most {})",
+                crate::duration::human(span),
+                crate::duration::human(span / slowest),
+                crate::duration::human(MAX_RUN_MS)
+            )));
+        }
+        Ok(())
     }
 
     /// The records of a run at `speed`: the first --warmup ones, then
@@ -383,11 +434,12 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // Every run's flags are checked before the first run starts.
     let base = base_plan(args)?;
     let trace = Arc::new(Trace::read(&args.trace)?);
+    trace.check_span(args)?;
     std::fs::create_dir_all(&args.dir).map_err(|e| Error::io(args.dir.display().to_string(), e))?;
     let mut plan = match (&args.speeds, args.search) {
         (Some(Speeds(list)), _) => Plan::list(list.clone()),
         (None, Some((lo, hi))) => Plan::search(lo, hi, args.precision),
-        (None, None) => Plan::search(0.25, 16.0, args.precision),
+        (None, None) => Plan::search(DEFAULT_SEARCH.0, DEFAULT_SEARCH.1, args.precision),
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut stopped = None;
@@ -534,6 +586,12 @@ fn base_plan(args: &Args) -> Result<engine::Plan> {
             first.strip_prefix("error: ").unwrap_or(first)
         ))
     })?;
+    if replay.dry_run {
+        return Err(Error::usage(
+            "--replay-arg=--dry-run: a sweep sends its runs; to see a run's schedule, give \
+             trace-rescale --speed X's output to trace-replay --dry-run",
+        ));
+    }
     engine::Plan::try_from(&replay)
 }
 

@@ -886,3 +886,14 @@ fn csv_groups_without_sessions_leave_those_cells_empty() {
     );
     assert_eq!(cells("requests.ok"), ["2", "1", "1"]);
 }
+
+#[test]
+fn an_slo_given_twice_is_refused() {
+    let run = run_file(
+        "trace-summarize",
+        &["--slo", "ttft=1ms,ttft=1h"],
+        data("results/streamed.ndjson"),
+    );
+    run.code(2);
+    run.stderr_has("`ttft` is given twice: give each SLO once");
+}

@@ -488,3 +488,78 @@ fn each_row_says_what_the_server_was_doing() {
     );
     assert!(svg.contains("waiting max"), "{svg}");
 }
+
+#[test]
+fn traces_and_flags_a_sweep_cannot_run_are_refused_up_front() {
+    let dir = dir_with_trace("sweep-edges");
+    // Three records at one instant: no speed changes their schedule.
+    dir.write(
+        "same.jsonl",
+        "{\"timestamp\":0,\"input_length\":5,\"output_length\":2}\n".repeat(3),
+    );
+    dir.write(
+        "untimed.jsonl",
+        "{\"input_length\":5,\"output_length\":2}\n".repeat(2),
+    );
+    // 700,000 s between two records: over a week at speed 1.
+    dir.write(
+        "long.jsonl",
+        "{\"timestamp\":0,\"output_length\":2}\n{\"timestamp\":700000000,\"output_length\":2}\n",
+    );
+    let cases: [(&[&str], &str, &str); 7] = [
+        (
+            &[],
+            "same.jsonl",
+            "same.jsonl: trace-sweep needs records at different times, as trace-rescale --rate \
+             does; this trace spans 0 ms, so its speed changes nothing",
+        ),
+        (
+            &[],
+            "untimed.jsonl",
+            "untimed.jsonl: trace-sweep needs records at different times",
+        ),
+        (
+            &["--replay-arg=--dry-run"],
+            "trace.jsonl",
+            "--replay-arg=--dry-run: a sweep sends its runs",
+        ),
+        (
+            &["--slo", "ttft=1ms,ttft=1h"],
+            "trace.jsonl",
+            "`ttft` is given twice: give each SLO once",
+        ),
+        (
+            &["--search", "1e-300..1"],
+            "trace.jsonl",
+            "`1e-300` is not a speed: give a number from 0.001 to 1000000",
+        ),
+        (
+            &["--speeds", "0.0000001"],
+            "trace.jsonl",
+            "`0.0000001` is not a speed",
+        ),
+        (
+            &["--speeds", "2,1"],
+            "long.jsonl",
+            "at speed 1 the trace's 194h26m40s would last 194h26m40s: give higher speeds, or \
+             --duration (a run lasts at most 168h)",
+        ),
+    ];
+    for (flags, trace, want) in cases {
+        let slo: &[&str] = if flags.contains(&"--slo") {
+            &[]
+        } else {
+            &["--slo", "ttft=1s"]
+        };
+        let run = dir
+            .cmd("trace-sweep")
+            .args(["--sim", "-o", "runs"])
+            .args(slo)
+            .args(flags)
+            .arg(trace)
+            .run();
+        run.code(2);
+        assert!(run.stderr.contains(want), "{flags:?}: {}", run.stderr);
+    }
+    assert!(!dir.join("runs").exists());
+}
