@@ -174,6 +174,10 @@ fn coding_session_errors_name_the_call_and_field() {
         .stderr_has(
             "field `requests[0].hash_ids`: has 2 blocks, but in 64 needs ceil(64 / 64) = 1",
         );
+    let huge = r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":1,"out":1},{"t":1,"in":1,"out":1,"think_time":1e300}]}"#;
+    run_stdin("trace-convert", &["--from", "kv-cache-tester"], huge)
+        .code(2)
+        .stderr_has("field `delay`: 1e303 ms is over the limit of");
     let odd = r#"{"id":"x","block_size":100,"requests":[]}"#;
     run_stdin("trace-convert", &["--from", "kv-cache-tester"], odd)
         .code(2)
