@@ -978,6 +978,7 @@ fn within_limits(req: &Request) -> std::result::Result<(), crate::error::FieldEr
     for (field, ms) in [
         ("observed.ttft_ms", req.observed.ttft_ms),
         ("observed.e2e_ms", req.observed.e2e_ms),
+        ("delay", req.delay_ms),
     ] {
         match ms {
             Some(ms) if ms.is_nan() || ms.abs() > MAX_SPAN_MS => {

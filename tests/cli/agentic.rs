@@ -157,27 +157,34 @@ fn coding_session_think_time_and_unknown_ttft() {
 
 #[test]
 fn coding_session_errors_name_the_call_and_field() {
-    let bad = r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":10,"out":1},{"t":1,"in":"many","out":1}]}"#;
-    run_stdin("trace-convert", &["--from", "kv-cache-tester"], bad)
-        .code(2)
-        .stderr_has(
+    // Each bad session and the message it gets (exit 2).
+    let cases = [
+        (
+            r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":10,"out":1},{"t":1,"in":"many","out":1}]}"#,
             "trace-convert: <stdin>:1: error: field `requests[1].in`: expected an integer ≥ 0, found \"many\"",
-        );
-    let nested = r#"{"id":"x","block_size":64,"requests":[{"t":0,"type":"subagent","requests":[{"t":-1,"in":1,"out":1}]}]}"#;
-    run_stdin("trace-convert", &["--from", "kv-cache-tester"], nested)
-        .code(2)
-        .stderr_has("field `requests[0].requests[0].t`: expected seconds ≥ 0, found -1");
-    let long =
-        r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":64,"out":1,"hash_ids":[1,2]}]}"#;
-    run_stdin("trace-convert", &["--from", "kv-cache-tester"], long)
-        .code(2)
-        .stderr_has(
+        ),
+        (
+            r#"{"id":"x","block_size":64,"requests":[{"t":0,"type":"subagent","requests":[{"t":-1,"in":1,"out":1}]}]}"#,
+            "field `requests[0].requests[0].t`: expected seconds ≥ 0, found -1",
+        ),
+        (
+            r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":64,"out":1,"hash_ids":[1,2]}]}"#,
             "field `requests[0].hash_ids`: has 2 blocks, but in 64 needs ceil(64 / 64) = 1",
-        );
-    let odd = r#"{"id":"x","block_size":100,"requests":[]}"#;
-    run_stdin("trace-convert", &["--from", "kv-cache-tester"], odd)
-        .code(2)
-        .stderr_has("field `block_size`: expected a divisor of 512, found 100");
+        ),
+        (
+            r#"{"id":"x","block_size":64,"requests":[{"t":0,"in":1,"out":1},{"t":1,"in":1,"out":1,"think_time":1e300}]}"#,
+            "field `delay`: 1e303 ms is over the limit of",
+        ),
+        (
+            r#"{"id":"x","block_size":100,"requests":[]}"#,
+            "field `block_size`: expected a divisor of 512, found 100",
+        ),
+    ];
+    for (session, message) in cases {
+        run_stdin("trace-convert", &["--from", "kv-cache-tester"], session)
+            .code(2)
+            .stderr_has(message);
+    }
 }
 
 #[test]
