@@ -103,7 +103,10 @@ fn runs_go_to_tmpdir() {
         .env("TMPDIR", &tmpdir)
         .run();
     run.code(2);
-    run.stderr_has("trace-convert: trace-convert's temporary file (see --memory): ");
+    run.stderr_has(
+        "trace-convert: error: temporary file in TMPDIR (records beyond --memory): \
+         no such file or directory",
+    );
     Cmd::new("trace-convert")
         .args([&*input])
         .env("TMPDIR", &tmpdir)
