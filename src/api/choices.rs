@@ -13,8 +13,16 @@ use super::read::{
 use super::{Answer, Reply};
 
 /// Read an answer object of `choices`: an error only for malformed JSON.
+/// A choice that failed (a choice-level `error`, or `finish_reason`
+/// "error", as vLLM and OpenRouter end a stream that failed midway) makes
+/// the answer an error, unless the answer has one of its own.
 pub fn read(bytes: &[u8]) -> serde_json::Result<Answer<'_>> {
     read::answer(bytes, scan).map(|ChoicesAnswer(a)| a)
+}
+
+/// The error of a choice ended by `finish_reason` "error" without one.
+fn finished_by_error() -> Value {
+    json!({"message": "the server ended the answer with finish_reason \"error\""})
 }
 
 /// A whole answer: `object`, and `choice` as its one choice.
@@ -36,6 +44,8 @@ struct Choice<'a> {
     message: Option<Parts>,
     /// `finish_reason`, when it is a string.
     finish_reason: Option<Cow<'a, str>>,
+    /// `error`, when present and not null.
+    error: Option<Value>,
 }
 
 impl<'a> Choice<'a> {
@@ -50,14 +60,28 @@ impl<'a> Choice<'a> {
                 .is_some_and(|p| p.any())
     }
 
-    /// Count the choice into the answer's figures.
-    fn tally(self, a: &mut Answer<'a>) {
+    /// Count the choice into the answer's figures; the first choice that
+    /// failed gives `failed`.
+    fn tally(self, a: &mut Answer<'a>, failed: &mut Option<Value>) {
         a.content |= self.has_content();
+        if failed.is_none() {
+            *failed = self.error.or_else(|| {
+                (self.finish_reason.as_deref() == Some("error")).then(finished_by_error)
+            });
+        }
         if let Some(f) = self.finish_reason {
             a.finish_reason = Some(f);
         }
         *a.results.get_or_insert(0) += 1;
     }
+}
+
+/// The answer's own error, else its failed choice's.
+fn with_failed(mut a: Answer<'_>, failed: Option<Value>) -> Answer<'_> {
+    if a.error.is_none() {
+        a.error = failed;
+    }
+    a
 }
 
 /// Which content fields of a delta or message are non-empty.
@@ -79,19 +103,21 @@ impl Parts {
 /// reader takes (3.7k instead of 5.0k for a 150-byte chunk), which matters
 /// because it runs once per streamed token.
 fn scan(b: &[u8]) -> Option<ChoicesAnswer<'_>> {
-    read::scan(b, b"choices", choices).map(ChoicesAnswer)
+    let mut failed = None;
+    let a = read::scan(b, b"choices", |s, a| choices(s, a, &mut failed))?;
+    Some(ChoicesAnswer(with_failed(a, failed)))
 }
 
 /// `choices`, tallied into `a` when it is an array (a repeated key
 /// counts afresh, as the last one wins in a `Value`).
-fn choices<'a>(s: &mut Scan<'a>, a: &mut Answer<'a>) -> Option<()> {
-    (a.results, a.content, a.finish_reason) = (None, false, None);
+fn choices<'a>(s: &mut Scan<'a>, a: &mut Answer<'a>, failed: &mut Option<Value>) -> Option<()> {
+    (a.results, a.content, a.finish_reason, *failed) = (None, false, None, None);
     if s.peek()? != b'[' {
         return s.skip();
     }
     a.results = Some(0);
     s.array(|s| {
-        choice(s)?.tally(a);
+        choice(s)?.tally(a, failed);
         Some(())
     })
 }
@@ -108,6 +134,9 @@ fn choice<'a>(s: &mut Scan<'a>) -> Option<Choice<'a>> {
             b"delta" => c.delta = Some(parts(s)?),
             b"message" => c.message = Some(parts(s)?),
             b"finish_reason" => c.finish_reason = text(s)?,
+            // A choice's error is rare: serde reads what it says.
+            b"error" if s.peek()? == b'n' => s.skip()?,
+            b"error" => return None,
             _ => s.skip()?,
         }
         Some(())
@@ -139,15 +168,16 @@ deserialize_leniently!(ChoicesAnswer<'de>, Choices<'de>, Choice<'de>, Parts);
 
 impl<'de> Lenient<'de> for ChoicesAnswer<'de> {
     fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        read::answer_members(map, "choices", |map, a| {
-            (a.results, a.content, a.finish_reason) = (None, false, None);
+        let mut failed = None;
+        let a = read::answer_members(map, "choices", |map, a| {
+            (a.results, a.content, a.finish_reason, failed) = (None, false, None, None);
             if let Some(cs) = map.next_value::<Choices>()?.0 {
                 a.results = Some(0);
-                cs.into_iter().for_each(|c| c.tally(a));
+                cs.into_iter().for_each(|c| c.tally(a, &mut failed));
             }
             Ok(())
-        })
-        .map(ChoicesAnswer)
+        })?;
+        Ok(ChoicesAnswer(with_failed(a, failed)))
     }
 }
 
@@ -170,13 +200,14 @@ impl<'de> Lenient<'de> for Choice<'de> {
         let mut c = Choice::default();
         fields(
             map,
-            &["text", "delta", "message", "finish_reason"],
+            &["text", "delta", "message", "finish_reason", "error"],
             |i, map| {
                 match i {
                     0 => c.text = map.next_value::<NonEmpty>()?.0,
                     1 => c.delta = Some(map.next_value::<Parts>()?),
                     2 => c.message = Some(map.next_value::<Parts>()?),
-                    _ => c.finish_reason = map.next_value::<Text>()?.0,
+                    3 => c.finish_reason = map.next_value::<Text>()?.0,
+                    _ => c.error = read::error(map)?,
                 }
                 Ok(())
             },
@@ -215,7 +246,18 @@ mod tests {
             Some(Value::Array(a)) => !a.is_empty(),
             _ => false,
         };
-        let error = v.get("error").filter(|e| !e.is_null()).cloned();
+        let failed = v.get("choices").and_then(Value::as_array).and_then(|cs| {
+            cs.iter().find_map(|c| {
+                c.get("error")
+                    .filter(|e| !e.is_null())
+                    .cloned()
+                    .or_else(|| {
+                        (c.get("finish_reason").and_then(Value::as_str) == Some("error"))
+                            .then(finished_by_error)
+                    })
+            })
+        });
+        let error = v.get("error").filter(|e| !e.is_null()).cloned().or(failed);
         let choices = v.get("choices").and_then(Value::as_array).map(|cs| {
             let content = cs.iter().any(|c| {
                 nonempty(c.get("text"))
@@ -291,6 +333,13 @@ mod tests {
             "17",
             "null",
             r#"{"choices":[{"delta":{"content":{"nested":[1,{"deep":"x"}]}}}]}"#,
+            // A stream that failed midway (vLLM, OpenRouter).
+            r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"error","error":{"message":"engine dead","code":500}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"error":null,"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"error":"bad"},{"finish_reason":"error"}]}"#,
+            r#"{"error":{"message":"top"},"choices":[{"finish_reason":"error","error":{"message":"c"}}]}"#,
+            r#"{"choices":[{"finish_reason":"error"}],"choices":[{"finish_reason":"stop"}],"error":null}"#,
         ];
         for text in cases {
             let v: Value = serde_json::from_str(text).unwrap();
@@ -298,12 +347,13 @@ mod tests {
         }
     }
 
-    const SHAPES: [&str; 5] = [
+    const SHAPES: [&str; 6] = [
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795454079,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"h\u00e9 \"x\"\n"},"logprobs":{"content":[{"token":"a","logprob":-9.5367431640625e-07,"bytes":[104]}]},"finish_reason":null}],"usage":null}"#,
         r#"{"choices":[],"usage":{"prompt_tokens":459,"completion_tokens":1,"total_tokens":460,"prompt_tokens_details":{"cached_tokens":458}},"timings":{"prompt_ms":1.387,"ok":true,"x":false}}"#,
         r#" { "choices" : [ { "text" : "" , "finish_reason" : "length" } , 3 , null ] } "#,
         r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function"}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":0,"completion_tokens":12.0}}"#,
         r#"{"choices":[{"delta":{"reasoning":"","reasoning_content":"think"}}],"usage":{"prompt_tokens":18446744073709551615}}"#,
+        r#"{"id":"chatcmpl-2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
     ];
 
     /// The answers servers send are read in one pass, not by serde.

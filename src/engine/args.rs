@@ -138,7 +138,8 @@ pub struct Args {
 
     /// Fail a request (status `error`) whose answer would hold more than N
     /// bytes in memory: a whole body, or one line or event of a stream.
-    /// K, M and G multiply by 1024, 1024^2 and 1024^3.
+    /// K, M and G multiply by 1024, 1024^2 and 1024^3. An answer near N
+    /// takes up to about twice N while it is read.
     #[arg(long, value_name = "N", default_value = "64M", value_parser = cli::byte_size)]
     pub max_answer_bytes: u64,
 

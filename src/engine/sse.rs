@@ -63,33 +63,51 @@ impl SseParser {
             self.dispatch(event);
             return;
         }
-        let line = std::mem::take(&mut self.line);
+        let mut line = std::mem::take(&mut self.line);
         if line[0] != b':' {
             let (field, value) = match memchr::memchr(b':', &line) {
                 Some(i) => {
-                    let v = &line[i + 1..];
-                    (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                    let v = i + 1 + usize::from(line.get(i + 1) == Some(&b' '));
+                    (i, v)
                 }
-                None => (&line[..], &[][..]),
+                None => (line.len(), line.len()),
             };
-            if field == b"data" {
+            if &line[..field] == b"data" {
                 if self.has_data {
                     self.data.push(b'\n');
+                    self.data.extend_from_slice(&line[value..]);
+                } else {
+                    // The event's first data line becomes its data where it
+                    // is: a long line is held once, not twice.
+                    line.copy_within(value.., 0);
+                    line.truncate(line.len() - value);
+                    std::mem::swap(&mut line, &mut self.data);
                 }
-                self.data.extend_from_slice(value);
                 self.has_data = true;
             }
         }
         self.line = line;
         self.line.clear();
+        release(&mut self.line);
     }
 
     fn dispatch(&mut self, event: &mut impl FnMut(&[u8])) {
         if self.has_data {
             event(&self.data);
             self.data.clear();
+            release(&mut self.data);
             self.has_data = false;
         }
+    }
+}
+
+/// A buffer emptied after a long line or event: its room is given back,
+/// so that one long event does not hold its size for the rest of the
+/// stream.
+fn release(buf: &mut Vec<u8>) {
+    const KEEP: usize = 64 * 1024;
+    if buf.capacity() > KEEP {
+        *buf = Vec::new();
     }
 }
 

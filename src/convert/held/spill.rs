@@ -22,7 +22,7 @@ use crate::record::Record;
 const FAN_IN: usize = 16;
 
 /// How errors name the files.
-const NAME: &str = "trace-convert's temporary file (see --memory)";
+const NAME: &str = "temporary file in TMPDIR (records beyond --memory)";
 
 fn io_error(err: std::io::Error) -> Error {
     Error::io(NAME, err)
