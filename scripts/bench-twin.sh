@@ -25,8 +25,8 @@ cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-"real predict offline"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-twin}
-N=${N:-300}
-RATE_A=${RATE_A:-10}
+N=${N:-150}
+RATE_A=${RATE_A:-1.2}
 mkdir -p "$WORK"
 # BIN_DIR names another build.
 [ -n "${BIN_DIR:-}" ] || cargo build --release --quiet --bin trace-replay --bin trace-sim --bin trace-summarize
@@ -144,15 +144,15 @@ PY
 }
 
 offline() {
-  make_trace 1000000 2000 64 704 16 112 5 "$WORK/1m.jsonl"
+  make_trace 1000000 150 64 704 16 112 5 "$WORK/1m.jsonl"
   cat >"$WORK/big.json" <<'JSON'
 {"tracekit_profile": 1, "alpha_ms": 5.0, "beta_ms": 0.02, "gamma_ms": 0.05,
  "delta_ms": 0.0, "epsilon_ms": 1.0, "slots": 256, "prefill_chunk": 8192,
  "cache_blocks": 10000, "block_size": 512}
 JSON
-  /usr/bin/time -f "%U user %S system %M KB" "$BIN/trace-sim" --offline --profile "$WORK/big.json" \
-    "$WORK/1m.jsonl" 2>"$WORK/time.txt" | tail -c 0
-  echo "1 M records offline: $(cat "$WORK/time.txt")"
+  /usr/bin/time -f "%U user %S system %e wall %M KB" -o "$WORK/time.txt" \
+    "$BIN/trace-sim" --offline --profile "$WORK/big.json" "$WORK/1m.jsonl" >"$WORK/1m.ndjson"
+  echo "1 M records offline: $(cat "$WORK/time.txt"), $(wc -l <"$WORK/1m.ndjson") results"
 }
 
 for run in $RUNS; do

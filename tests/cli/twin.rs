@@ -151,24 +151,29 @@ fn trace(n: u32) -> String {
     out
 }
 
+/// Run `trace` through the model of `profile` offline, then fit a
+/// profile (`fitted.json`) to the results: the fit's run.
+fn offline_then_fit(dir: &TestDir, profile: &str, trace: &str) -> Run {
+    dir.write("p.json", profile);
+    dir.write("trace.jsonl", trace);
+    let run = dir
+        .cmd("trace-sim")
+        .args(["--offline", "--profile", "p.json", "trace.jsonl"])
+        .run();
+    run.ok();
+    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
+    dir.cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
+        .run()
+}
+
 #[test]
 fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
     let dir = TestDir::new("twin-fit");
     let known = r#"{"tracekit_profile": 1, "alpha_ms": 8.0, "beta_ms": 0.02,
         "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "slots": 4,
         "prefill_chunk": 100000, "cache_blocks": 0, "block_size": 512}"#;
-    dir.write("known.json", known);
-    dir.write("trace.jsonl", trace(400));
-    let run = dir
-        .cmd("trace-sim")
-        .args(["--offline", "--profile", "known.json", "trace.jsonl"])
-        .run();
-    run.ok();
-    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
-    let fit = dir
-        .cmd("trace-sim")
-        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
-        .run();
+    let fit = offline_then_fit(&dir, known, &trace(400));
     fit.code(0);
     let p: serde_json::Value = serde_json::from_slice(&dir.read("fitted.json")).unwrap();
     for (key, want) in [
@@ -193,17 +198,7 @@ fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
 #[test]
 fn a_fit_from_too_little_is_refused() {
     let dir = TestDir::new("twin-fit-little");
-    dir.write("p.json", PROFILE);
-    dir.write("trace.jsonl", trace(3));
-    let run = dir
-        .cmd("trace-sim")
-        .args(["--offline", "--profile", "p.json", "trace.jsonl"])
-        .run();
-    run.ok();
-    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
-    dir.cmd("trace-sim")
-        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
-        .run()
+    offline_then_fit(&dir, PROFILE, &trace(3))
         .code(2)
         .stderr_has("trace-sim: error: too little to fit a profile: 3 requests with a first token");
     assert!(!dir.join("fitted.json").exists());
@@ -212,7 +207,6 @@ fn a_fit_from_too_little_is_refused() {
 #[test]
 fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
     let dir = TestDir::new("twin-fit-serial");
-    dir.write("p.json", PROFILE);
     // One request every second: never two at once.
     let trace: String = (0..30)
         .map(|i| {
@@ -223,16 +217,7 @@ fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
             )
         })
         .collect();
-    dir.write("trace.jsonl", trace);
-    let run = dir
-        .cmd("trace-sim")
-        .args(["--offline", "--profile", "p.json", "trace.jsonl"])
-        .run();
-    run.ok();
-    std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
-    dir.cmd("trace-sim")
-        .args(["--fit", "a.ndjson", "-o", "fitted.json"])
-        .run()
+    offline_then_fit(&dir, PROFILE, &trace)
         .code(0)
         .stderr_has("gamma_ms: never more than one request in flight");
 }
