@@ -493,6 +493,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         Some(_) => req
             .get("max_completion_tokens")
             .or_else(|| req.get("max_tokens"))
+            .or_else(|| req.get("max_output_tokens"))
             .and_then(Value::as_u64)
             .unwrap_or(16)
             .max(1),
@@ -557,8 +558,6 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         completion_tokens: max_tokens,
         cached_tokens: cached,
     };
-    let usage = reply.usage();
-    let id = format!("cmpl-{n}");
     sim.in_flight.fetch_add(1, Ordering::Relaxed);
     let guard = InFlight {
         sim: sim.clone(),
@@ -593,20 +592,17 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let _guard = guard;
-        let object = generation.chunk_object();
-        let chunk = |choice: Value, usage: Option<&Value>| {
-            let mut c = json!({"id": id, "object": object, "created": 0, "model": model,
-                               "choices": [choice]});
-            if choice_is_empty(&c) {
-                c["choices"] = json!([]);
-            }
-            if let Some(u) = usage {
-                c["usage"] = u.clone();
-            }
-            Bytes::from(format!("data: {c}\n\n"))
+        let reply = Reply {
+            n,
+            model: &model,
+            text: "",
+            seed: voice,
+            prompt_tokens: prompt,
+            completion_tokens: max_tokens,
+            cached_tokens: cached,
         };
-        if let Some(opening) = generation.opening_choice() {
-            if tx.send(Ok(chunk(opening, None))).await.is_err() {
+        for event in generation.opening(&reply) {
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
                 return;
             }
         }
@@ -629,22 +625,19 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
                     .await;
                 return;
             }
-            let finish = (k + 1 == max_tokens).then_some("length");
             let word = format!("{} ", word(voice, k));
-            if tx
-                .send(Ok(chunk(generation.chunk_choice(&word, finish), None)))
-                .await
-                .is_err()
-            {
+            let event = generation.token(&reply, &word, k + 1 == max_tokens);
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
                 return;
             }
             sim.counts.generation_tokens.fetch_add(1, Ordering::Relaxed);
         }
         sim.counts.finished.fetch_add(1, Ordering::Relaxed);
-        if usage_in_stream {
-            let _ = tx.send(Ok(chunk(Value::Null, Some(&usage)))).await;
+        for event in generation.closing(&reply, usage_in_stream) {
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
+                return;
+            }
         }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -654,10 +647,6 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-fn choice_is_empty(chunk: &Value) -> bool {
-    chunk["choices"][0].is_null()
 }
 
 fn itl(sim: &Sim) -> Duration {

@@ -121,8 +121,8 @@ pub struct Args {
     pub from_scheduled: bool,
 
     /// One set of figures per value of this top-level result field (model,
-    /// session_id, status, shard, or any other); a result without it is in
-    /// group "(none)".
+    /// session_id, status, shard, or any other; `session` is session_id);
+    /// a result without it is in group "(none)".
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
 
@@ -289,6 +289,12 @@ impl Threshold {
 
 /// The group key of a result line for `--by`.
 fn group_key(line: &str, field: &str) -> String {
+    // `--by session`: results name their session `session_id`.
+    let field = if field == "session" {
+        "session_id"
+    } else {
+        field
+    };
     let from_text = |raw: Option<&str>| match raw {
         None => "(none)".to_string(),
         Some(raw) => match record::kind(raw) {
@@ -312,19 +318,22 @@ fn group_key(line: &str, field: &str) -> String {
 /// can have, for checking `--fail-if` paths.
 fn with_a_session() -> Aggregate {
     let mut a = Aggregate::default();
-    let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0}"#;
+    let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0,"ttft_ms":1}"#;
     if let Ok(view) = ResultView::parse(line) {
-        a.sessions.add("s", Some(1), &view);
+        a.sessions.add("s", Some(1), Some("m"), &view);
+        a.sessions.add("s", Some(2), Some("m"), &view);
     }
     a
 }
 
-/// A result line's `session_id` and `turn`, when it has a session.
-fn session_of(line: &str) -> Option<(String, Option<u64>)> {
-    let [session, turn] = json::peek(line, ["session_id", "turn"])?;
+/// A result line's `session_id`, `turn` and `model`, when it has a
+/// session.
+fn session_of(line: &str) -> Option<(String, Option<u64>, Option<String>)> {
+    let [session, turn, model] = json::peek(line, ["session_id", "turn", "model"])?;
     let session = record::string("session_id", session?).ok()?.into_owned();
     let turn = turn.and_then(|t| record::integer("turn", t).ok());
-    Some((session, turn))
+    let model = model.and_then(|m| record::string("model", m).ok().map(|m| m.into_owned()));
+    Some((session, turn, model))
 }
 
 /// Run trace-summarize.
@@ -342,8 +351,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // an empty run has every key of a full one.
     let shape = report::to_json(&with_a_session(), &report_opts);
     for t in &args.fail_if {
-        // Turn positions are keys only a run knows.
-        let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.");
+        // Turn positions and models are keys only a run knows.
+        let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.")
+            || t.path.starts_with("sessions.ttft_by_model.");
         // The server's figures are known once its file is read.
         let server = args.metrics.is_some() && t.path.starts_with("server.");
         if !by_turn && !server && report::lookup(&shape, &t.path).is_none() {
@@ -554,8 +564,8 @@ fn fold_inputs(
         agg.add(&view, &itl, fold);
         // Only lines that name a session are looked at again.
         if !view.warmup && memchr::memmem::find(line.as_bytes(), b"\"session_id\"").is_some() {
-            if let Some((session, turn)) = session_of(line) {
-                agg.sessions.add(&session, turn, &view);
+            if let Some((session, turn, model)) = session_of(line) {
+                agg.sessions.add(&session, turn, model.as_deref(), &view);
             }
         }
     }
@@ -768,5 +778,6 @@ mod tests {
         assert_eq!(group_key(r#"{"model":"a\"b"}"#, "model"), "a\"b");
         assert_eq!(group_key(r#"{"x":1}"#, "model"), "(none)");
         assert_eq!(group_key(r#"{"http_status":503}"#, "http_status"), "503");
+        assert_eq!(group_key(r#"{"session_id":"s1"}"#, "session"), "s1");
     }
 }
