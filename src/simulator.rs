@@ -549,14 +549,12 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     sequence.extend((0..max_tokens).map(|k| stable_hash(0, word(voice, k).as_bytes())));
     sim.cached_tokens(&sequence);
     let ttft = sim.opts.ttft_ms + sim.opts.prefill_us * (prompt - cached) as f64 / 1000.0;
-    let reply = Reply {
+    let counted = Counted {
         n,
-        model: &model,
-        text: "",
         seed: voice,
-        prompt_tokens: prompt,
-        completion_tokens: max_tokens,
-        cached_tokens: cached,
+        prompt,
+        completion: max_tokens,
+        cached,
     };
     sim.in_flight.fetch_add(1, Ordering::Relaxed);
     let guard = InFlight {
@@ -582,25 +580,14 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
             .fetch_add(max_tokens, Ordering::Relaxed);
         counts.finished.fetch_add(1, Ordering::Relaxed);
         let text = words(voice, max_tokens);
-        let reply = Reply {
-            text: &text,
-            ..reply
-        };
+        let reply = counted.reply(&model, &text);
         return axum::Json(api.answer(&reply)).into_response();
     };
 
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let _guard = guard;
-        let reply = Reply {
-            n,
-            model: &model,
-            text: "",
-            seed: voice,
-            prompt_tokens: prompt,
-            completion_tokens: max_tokens,
-            cached_tokens: cached,
-        };
+        let reply = counted.reply(&model, "");
         for event in generation.opening(&reply) {
             if tx.send(Ok(Bytes::from(event))).await.is_err() {
                 return;
@@ -647,6 +634,30 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// What an answer counts, for its [`Reply`].
+#[derive(Clone, Copy)]
+struct Counted {
+    n: u64,
+    seed: u64,
+    prompt: u64,
+    completion: u64,
+    cached: u64,
+}
+
+impl Counted {
+    fn reply<'a>(self, model: &'a str, text: &'a str) -> Reply<'a> {
+        Reply {
+            n: self.n,
+            model,
+            text,
+            seed: self.seed,
+            prompt_tokens: self.prompt,
+            completion_tokens: self.completion,
+            cached_tokens: self.cached,
+        }
+    }
 }
 
 fn itl(sim: &Sim) -> Duration {
