@@ -1,10 +1,13 @@
 //! Folding result records into figures, in memory bounded by the number of
 //! groups and windows, not by the number of results.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::result::{Labels, ResultRecord, ResultView, Status};
 pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
+
+mod sessions;
+pub use sessions::{SessionFigures, Sessions};
 
 /// Differences between what was asked and what the server reported
 /// (`prompt_tokens − input_length`), exact.
@@ -487,124 +490,6 @@ impl InFlight {
     }
 }
 
-/// One session's run so far.
-#[derive(Clone, Copy, Debug)]
-struct SessionRun {
-    first_sent_ms: f64,
-    last_end_ms: f64,
-    turns: u64,
-    /// Turns that did not end `ok`.
-    failed: u64,
-}
-
-/// Results of sessions (agentic and multi-turn traces): each session's
-/// span and turns, and the prefix cache by turn position. Memory grows
-/// with the number of sessions (one small entry each), not with results.
-#[derive(Clone, Debug, Default)]
-pub struct Sessions {
-    runs: HashMap<String, SessionRun>,
-    /// Per turn position: Σ cached_tokens and Σ prompt_tokens of the
-    /// results that reported both.
-    cache_by_turn: BTreeMap<u64, (u64, u64)>,
-}
-
-/// What a report says of the sessions.
-#[derive(Clone, Debug, Default)]
-pub struct SessionFigures {
-    pub count: u64,
-    /// Sessions every turn of which ended `ok`.
-    pub completed: u64,
-    pub turns: Dist,
-    /// First send to last completion, ms.
-    pub duration_ms: Dist,
-    /// (turn, cached tokens, prompt tokens), by turn position.
-    pub cache_by_turn: Vec<(u64, u64, u64)>,
-}
-
-impl Sessions {
-    /// Count one result of `session` (its `turn`, when known). Warmup
-    /// results are left out by the caller.
-    pub fn add(&mut self, session: &str, turn: Option<u64>, r: &ResultView) {
-        let end = r.sent_ms + r.e2e_ms.unwrap_or(0.0);
-        let failed = u64::from(r.status != Status::Ok);
-        match self.runs.get_mut(session) {
-            Some(s) => {
-                s.first_sent_ms = s.first_sent_ms.min(r.sent_ms);
-                s.last_end_ms = s.last_end_ms.max(end);
-                s.turns += 1;
-                s.failed += failed;
-            }
-            None => {
-                self.runs.insert(
-                    session.to_string(),
-                    SessionRun {
-                        first_sent_ms: r.sent_ms,
-                        last_end_ms: end,
-                        turns: 1,
-                        failed,
-                    },
-                );
-            }
-        }
-        if let (Some(turn), Some(cached), Some(prompt)) = (turn, r.cached_tokens, r.prompt_tokens) {
-            let c = self.cache_by_turn.entry(turn).or_insert((0, 0));
-            c.0 = c.0.saturating_add(cached);
-            c.1 = c.1.saturating_add(prompt);
-        }
-    }
-
-    /// Fold in another group's sessions (a session split over groups is
-    /// one session).
-    pub fn merge(&mut self, o: &Sessions) {
-        for (id, r) in &o.runs {
-            match self.runs.get_mut(id) {
-                Some(s) => {
-                    s.first_sent_ms = s.first_sent_ms.min(r.first_sent_ms);
-                    s.last_end_ms = s.last_end_ms.max(r.last_end_ms);
-                    s.turns += r.turns;
-                    s.failed += r.failed;
-                }
-                None => {
-                    self.runs.insert(id.clone(), *r);
-                }
-            }
-        }
-        for (turn, (c, p)) in &o.cache_by_turn {
-            let e = self.cache_by_turn.entry(*turn).or_insert((0, 0));
-            e.0 = e.0.saturating_add(*c);
-            e.1 = e.1.saturating_add(*p);
-        }
-    }
-
-    /// No result had a session.
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-
-    /// The figures.
-    pub fn figures(&self) -> SessionFigures {
-        let mut f = SessionFigures {
-            count: self.runs.len() as u64,
-            ..SessionFigures::default()
-        };
-        // In id order: the map's order changes from run to run, and with it
-        // the last digits of the sums behind the mean and the deviation.
-        let mut runs: Vec<(&String, &SessionRun)> = self.runs.iter().collect();
-        runs.sort_unstable_by_key(|&(id, _)| id);
-        for (_, r) in runs {
-            f.completed += u64::from(r.failed == 0);
-            f.turns.record(r.turns as f64);
-            f.duration_ms.record(r.last_end_ms - r.first_sent_ms);
-        }
-        f.cache_by_turn = self
-            .cache_by_turn
-            .iter()
-            .map(|(t, (c, p))| (*t, *c, *p))
-            .collect();
-        f
-    }
-}
-
 /// A sum by second. A run's seconds lie close together, so they are a
 /// vector from the first one seen (the sum runs for every chunk of every
 /// answer, and a map's search cost most of summarize's time). A second
@@ -963,26 +848,31 @@ pub fn fold(
     agg: &mut Aggregate,
     r: &ResultView,
     itl: &[f64],
-    session: Option<(&str, Option<u64>)>,
+    session: Option<(&str, Option<u64>, Option<&str>)>,
     opts: &FoldOptions,
 ) {
     agg.add(r, itl, opts);
-    if let (false, Some((session, turn))) = (r.warmup, session) {
-        agg.sessions.add(session, turn, r);
+    if let (false, Some((session, turn, model))) = (r.warmup, session) {
+        agg.sessions.add(session, turn, model, r);
     }
 }
 
-/// A result line's `session_id` and `turn`, when it has a session. Only
-/// lines that name one are read again, which keeps the common path as
-/// it is.
-pub fn session_of(line: &str) -> Option<(String, Option<u64>)> {
+/// A result line's `session_id`, `turn` and `model`, when it has a
+/// session. Only lines that name one are read again, which keeps the
+/// common path as it is.
+pub fn session_of(line: &str) -> Option<(String, Option<u64>, Option<String>)> {
     memchr::memmem::find(line.as_bytes(), b"\"session_id\"")?;
-    let [session, turn] = crate::json::peek(line, ["session_id", "turn"])?;
+    let [session, turn, model] = crate::json::peek(line, ["session_id", "turn", "model"])?;
     let session = crate::record::string("session_id", session?)
         .ok()?
         .into_owned();
     let turn = turn.and_then(|t| crate::record::integer("turn", t).ok());
-    Some((session, turn))
+    let model = model.and_then(|m| {
+        crate::record::string("model", m)
+            .ok()
+            .map(|m| m.into_owned())
+    });
+    Some((session, turn, model))
 }
 
 /// A result record as its line reads for the fold (its gaps are
@@ -1047,7 +937,7 @@ mod tests {
                     e2e_ms: Some(ms),
                     ..ResultView::empty()
                 };
-                s.add(id, None, &r);
+                s.add(id, None, None, &r);
             }
             let f = s.figures();
             let d = f.duration_ms.summary(&[]).expect("three sessions");

@@ -267,15 +267,23 @@ pub struct PrefixCache {
 }
 
 /// The sessions' figures: counts, turns per session, session duration
-/// (first send to last completion) and the prefix cache hit rate by turn
-/// position, keyed by the turn (`--fail-if 'sessions.cache_hit_rate_by_turn.2<0.5'`).
+/// (first send to last completion), tokens and prefix cache hit rate per
+/// session, the hit rate by turn position, keyed by the turn
+/// (`--fail-if 'sessions.cache_hit_rate_by_turn.2<0.5'`), and TTFT by turn
+/// position (the first turn against later ones) and by model (an agent's
+/// main model against its subagents'), keyed by the model.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionsFigures {
     pub count: u64,
     pub completed: u64,
     pub turns: Stats,
     pub duration_ms: Stats,
+    pub tokens: Stats,
+    pub cache_hit_rate: Stats,
     pub cache_hit_rate_by_turn: Keyed<Option<f64>>,
+    pub ttft_first_turn_ms: Stats,
+    pub ttft_later_turns_ms: Stats,
+    pub ttft_by_model_ms: Keyed<Stats>,
 }
 
 impl SessionsFigures {
@@ -285,10 +293,19 @@ impl SessionsFigures {
             completed: f.completed,
             turns: Stats::of(&f.turns, ps),
             duration_ms: Stats::of(&f.duration_ms, ps),
+            tokens: Stats::of(&f.tokens, ps),
+            cache_hit_rate: Stats::of(&f.cache_hit_rate, ps),
             cache_hit_rate_by_turn: f
                 .cache_by_turn
                 .iter()
                 .map(|(t, c, p)| (t.to_string(), per(*c, *p)))
+                .collect(),
+            ttft_first_turn_ms: Stats::of(&f.ttft_first_turn, ps),
+            ttft_later_turns_ms: Stats::of(&f.ttft_later_turns, ps),
+            ttft_by_model_ms: f
+                .ttft_by_model
+                .iter()
+                .map(|(m, d)| (m.clone(), Stats::of(d, ps)))
                 .collect(),
         }
     }
@@ -976,6 +993,42 @@ pub fn to_text(title: &str, j: &Report, o: &ReportOptions, style: Style) -> Stri
                 number(s.duration_ms.max, 1),
             ),
         ]);
+        facts.push(vec![
+            "session tokens".into(),
+            format!(
+                "mean {}, max {}; prefix cache hit rate per session mean {}, min {}",
+                number(s.tokens.mean, 1),
+                number(s.tokens.max, 0),
+                number(s.cache_hit_rate.mean, 3),
+                number(s.cache_hit_rate.min, 3),
+            ),
+        ]);
+        let ttft = |st: &Stats| {
+            format!(
+                "p50 {} ms, p90 {} ms ({})",
+                number(st.percentile(50.0), 1),
+                number(st.percentile(90.0), 1),
+                st.count
+            )
+        };
+        if s.ttft_first_turn_ms.count + s.ttft_later_turns_ms.count > 0 {
+            facts.push(vec![
+                "TTFT by turn".into(),
+                format!(
+                    "first {}; later {}",
+                    ttft(&s.ttft_first_turn_ms),
+                    ttft(&s.ttft_later_turns_ms)
+                ),
+            ]);
+        }
+        if !s.ttft_by_model_ms.is_empty() {
+            let models: Vec<String> = s
+                .ttft_by_model_ms
+                .iter()
+                .map(|(m, st)| format!("{m} {}", ttft(st)))
+                .collect();
+            facts.push(vec!["TTFT by model".into(), models.join("; ")]);
+        }
         if !s.cache_hit_rate_by_turn.is_empty() {
             let rates: Vec<String> = s
                 .cache_hit_rate_by_turn

@@ -553,6 +553,7 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
         Some(_) => req
             .get("max_completion_tokens")
             .or_else(|| req.get("max_tokens"))
+            .or_else(|| req.get("max_output_tokens"))
             .and_then(Value::as_u64)
             .unwrap_or(16)
             .max(1),
@@ -608,17 +609,13 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
     sequence.extend((0..max_tokens).map(|k| stable_hash(0, word(voice, k).as_bytes())));
     sim.cached_tokens(&sequence);
     let ttft = sim.opts.ttft_ms + sim.opts.prefill_us * (prompt - cached) as f64 / 1000.0;
-    let reply = Reply {
+    let counted = Counted {
         n,
-        model: &model,
-        text: "",
         seed: voice,
-        prompt_tokens: prompt,
-        completion_tokens: max_tokens,
-        cached_tokens: cached,
+        prompt,
+        completion: max_tokens,
+        cached,
     };
-    let usage = reply.usage();
-    let id = format!("cmpl-{n}");
     sim.in_flight.fetch_add(1, Ordering::Relaxed);
     let guard = InFlight {
         sim: sim.clone(),
@@ -651,30 +648,16 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
             .fetch_add(max_tokens, Ordering::Relaxed);
         counts.finished.fetch_add(1, Ordering::Relaxed);
         let text = words(voice, max_tokens);
-        let reply = Reply {
-            text: &text,
-            ..reply
-        };
+        let reply = counted.reply(&model, &text);
         return axum::Json(api.answer(&reply)).into_response();
     };
 
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let _guard = guard;
-        let object = generation.chunk_object();
-        let chunk = |choice: Value, usage: Option<&Value>| {
-            let mut c = json!({"id": id, "object": object, "created": 0, "model": model,
-                               "choices": [choice]});
-            if choice_is_empty(&c) {
-                c["choices"] = json!([]);
-            }
-            if let Some(u) = usage {
-                c["usage"] = u.clone();
-            }
-            Bytes::from(format!("data: {c}\n\n"))
-        };
-        if let Some(opening) = generation.opening_choice() {
-            if tx.send(Ok(chunk(opening, None))).await.is_err() {
+        let reply = counted.reply(&model, "");
+        for event in generation.opening(&reply) {
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
                 return;
             }
         }
@@ -696,22 +679,19 @@ async fn answer(sim: Arc<Sim>, body: Bytes, api: &'static dyn Api) -> Response {
                     .await;
                 return;
             }
-            let finish = (k + 1 == max_tokens).then_some("length");
             let word = format!("{} ", word(voice, k));
-            if tx
-                .send(Ok(chunk(generation.chunk_choice(&word, finish), None)))
-                .await
-                .is_err()
-            {
+            let event = generation.token(&reply, &word, k + 1 == max_tokens);
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
                 return;
             }
             sim.counts.generation_tokens.fetch_add(1, Ordering::Relaxed);
         }
         sim.counts.finished.fetch_add(1, Ordering::Relaxed);
-        if usage_in_stream {
-            let _ = tx.send(Ok(chunk(Value::Null, Some(&usage)))).await;
+        for event in generation.closing(&reply, usage_in_stream) {
+            if tx.send(Ok(Bytes::from(event))).await.is_err() {
+                return;
+            }
         }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -765,8 +745,28 @@ impl Ticks {
     }
 }
 
-fn choice_is_empty(chunk: &Value) -> bool {
-    chunk["choices"][0].is_null()
+/// What an answer counts, for its [`Reply`].
+#[derive(Clone, Copy)]
+struct Counted {
+    n: u64,
+    seed: u64,
+    prompt: u64,
+    completion: u64,
+    cached: u64,
+}
+
+impl Counted {
+    fn reply<'a>(self, model: &'a str, text: &'a str) -> Reply<'a> {
+        Reply {
+            n: self.n,
+            model,
+            text,
+            seed: self.seed,
+            prompt_tokens: self.prompt,
+            completion_tokens: self.completion,
+            cached_tokens: self.cached,
+        }
+    }
 }
 
 fn itl(sim: &Sim) -> Duration {

@@ -35,15 +35,8 @@ impl Api for Chat {
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
         let mut out = Vec::new();
         for m in body.get("messages")?.as_array()? {
-            match m.get("content") {
-                Some(Value::String(s)) => out.push(Piece::Text(s)),
-                Some(Value::Array(parts)) => out.extend(
-                    parts
-                        .iter()
-                        .filter_map(|p| p.get("text").and_then(Value::as_str))
-                        .map(Piece::Text),
-                ),
-                _ => {}
+            if let Some(c) = m.get("content") {
+                super::texts(c, &mut out);
             }
         }
         Some(out)
@@ -60,18 +53,23 @@ impl Api for Chat {
     }
 }
 
+const CHUNK: &str = "chat.completion.chunk";
+
 impl Generation for Chat {
-    fn chunk_object(&self) -> &'static str {
-        "chat.completion.chunk"
+    /// vLLM's chat streams open with the role.
+    fn opening(&self, r: &Reply) -> Vec<String> {
+        let choice =
+            json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null});
+        vec![choices::chunk(CHUNK, r, choice, false)]
     }
 
-    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value {
-        json!({"index": 0, "delta": {"content": text}, "finish_reason": finish})
+    fn token(&self, r: &Reply, text: &str, last: bool) -> String {
+        let finish = last.then_some("length");
+        let choice = json!({"index": 0, "delta": {"content": text}, "finish_reason": finish});
+        choices::chunk(CHUNK, r, choice, false)
     }
 
-    fn opening_choice(&self) -> Option<Value> {
-        Some(
-            json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
-        )
+    fn closing(&self, r: &Reply, usage: bool) -> Vec<String> {
+        choices::closing(CHUNK, r, usage)
     }
 }

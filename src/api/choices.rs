@@ -33,6 +33,72 @@ pub fn answer(object: &str, choice: Value, reply: &Reply) -> Value {
     })
 }
 
+/// A stream chunk of `object` with `choice` as its one choice (none for
+/// null), and the usage when `usage`.
+pub fn chunk(object: &str, reply: &Reply, choice: Value, usage: bool) -> String {
+    let choices = if choice.is_null() {
+        json!([])
+    } else {
+        json!([choice])
+    };
+    let mut c = json!({"id": format!("cmpl-{}", reply.n), "object": object, "created": 0,
+                       "model": reply.model, "choices": choices});
+    if usage {
+        c["usage"] = reply.usage();
+    }
+    super::sse(None, &c)
+}
+
+/// The end of a stream: a chunk of the usage, when asked for, and `[DONE]`.
+pub fn closing(object: &str, reply: &Reply, usage: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if usage {
+        out.push(chunk(object, reply, Value::Null, true));
+    }
+    out.push("data: [DONE]\n\n".to_string());
+    out
+}
+
+/// What an answer of `choices` adds to the assistant message: its first
+/// choice's text (`content` of the delta or message, or completions'
+/// `text`) and tool calls (numbered by `index` in streams, in order in a
+/// whole message).
+pub fn transcribe<'v>(v: &'v Value, said: &mut dyn FnMut(super::Said<'v>)) -> bool {
+    let Some(choice) = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    else {
+        return false;
+    };
+    let part = choice.get("delta").or_else(|| choice.get("message"));
+    if let Some(text) = part
+        .and_then(|p| p.get("content"))
+        .or_else(|| choice.get("text"))
+        .and_then(Value::as_str)
+    {
+        said(super::Said::Text(text));
+    }
+    let calls = part
+        .and_then(|p| p.get("tool_calls"))
+        .and_then(Value::as_array);
+    for (n, call) in calls.into_iter().flatten().enumerate() {
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(n as u64);
+        let f = call.get("function");
+        let text = |v: Option<&'v Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_str);
+        said(super::Said::Call {
+            key: index.to_string(),
+            id: text(Some(call), "id"),
+            name: text(f, "name"),
+            arguments: text(f, "arguments").map(Cow::Borrowed),
+        });
+    }
+    true
+}
+
 /// One element of `choices`.
 #[derive(Debug, Default)]
 struct Choice<'a> {

@@ -29,22 +29,29 @@ impl Api for Completions {
         Some(&Completions)
     }
 
+    /// The text continues the prompt: each word after a space, as a
+    /// model's tokens do (so that prompt and answer joined are the words of
+    /// both, as a later turn of `--live-answers` sends them).
     fn answer(&self, reply: &Reply) -> Value {
-        let choice = json!({"index": 0, "text": reply.text, "finish_reason": "length"});
+        let text = format!(" {}", reply.text);
+        let choice = json!({"index": 0, "text": text, "finish_reason": "length"});
         choices::answer("text_completion", choice, reply)
     }
 }
 
 impl Generation for Completions {
-    fn chunk_object(&self) -> &'static str {
-        "text_completion"
+    fn opening(&self, _: &Reply) -> Vec<String> {
+        Vec::new()
     }
 
-    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value {
-        json!({"index": 0, "text": text, "finish_reason": finish})
+    fn token(&self, r: &Reply, text: &str, last: bool) -> String {
+        let finish = last.then_some("length");
+        let text = format!(" {}", text.trim_end());
+        let choice = json!({"index": 0, "text": text, "finish_reason": finish});
+        choices::chunk("text_completion", r, choice, false)
     }
 
-    fn opening_choice(&self) -> Option<Value> {
-        None
+    fn closing(&self, r: &Reply, usage: bool) -> Vec<String> {
+        choices::closing("text_completion", r, usage)
     }
 }

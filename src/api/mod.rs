@@ -57,6 +57,11 @@ endpoints! {
     Chat => chat::Chat,
     /// `/v1/embeddings`: an `input`; whole answers, nothing generated.
     Embeddings => embeddings::Embeddings,
+    /// `/v1/messages` (Anthropic's Messages API): `system` and `messages`
+    /// of content blocks.
+    Messages => messages::Messages,
+    /// `/v1/responses` (OpenAI's Responses API): `input` items.
+    Responses => responses::Responses,
 }
 
 impl Endpoint {
@@ -106,9 +111,31 @@ pub trait Api: Sync {
     }
 
     /// The data of the event that ends a stream (`[DONE]`): a stream that
-    /// ends without it is cut off.
+    /// ends without it (or an answer object the reader marks as the end,
+    /// [`Answer::end`]) is cut off.
     fn stream_end(&self) -> &'static [u8] {
         b"[DONE]"
+    }
+
+    /// The name of the event that ends a stream, for the error of a
+    /// stream cut off.
+    fn end_event(&self) -> &'static str {
+        "[DONE]"
+    }
+
+    /// The body sent for a request built in chat's form (`messages`,
+    /// `tools`, `max_tokens`, `stream_options`): `None` when it is sent
+    /// as it is. An endpoint of another shape translates it (the trace's
+    /// records are always in OpenAI's chat form).
+    fn render(&self, _chat_body: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// What one answer object (a stream event's data or a whole body) adds
+    /// to the assistant message a later turn sends back: `said` gets each
+    /// piece. False when the object carries no result.
+    fn transcribe<'v>(&self, v: &'v Value, said: &mut dyn FnMut(Said<'v>)) -> bool {
+        choices::transcribe(v, said)
     }
 
     /// The prompt of a request body as the simulated server reads it, in
@@ -120,18 +147,40 @@ pub trait Api: Sync {
 }
 
 /// How an endpoint that generates tokens streams them (as the simulated
-/// server sends them).
+/// server sends them): each event is SSE text, `event:` line and `data`.
 pub trait Generation: Sync {
-    /// A stream chunk's `object`.
-    fn chunk_object(&self) -> &'static str;
+    /// The events a stream opens with, before the first token.
+    fn opening(&self, s: &Reply) -> Vec<String>;
 
-    /// A stream chunk's choice carrying `text` (and the finish reason on
-    /// the last one).
-    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value;
+    /// The event carrying one token's `text` (`last`: the answer's last).
+    fn token(&self, s: &Reply, text: &str, last: bool) -> String;
 
-    /// The choice of the chunk a server sends before any content, if the
-    /// endpoint has one (vLLM's chat streams open with the role).
-    fn opening_choice(&self) -> Option<Value>;
+    /// The events that end a stream once every token is sent (`usage`:
+    /// the request asked for it, where the endpoint asks).
+    fn closing(&self, s: &Reply, usage: bool) -> Vec<String>;
+}
+
+/// One server-sent event: its name, if any, and its data.
+pub fn sse(name: Option<&str>, data: &Value) -> String {
+    match name {
+        Some(n) => format!("event: {n}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+/// A piece of an answer's assistant message.
+#[derive(Debug, PartialEq)]
+pub enum Said<'v> {
+    /// Text (a streamed piece of it, or the whole).
+    Text(&'v str),
+    /// A tool call, or a piece of one: the call is named by `key` (its
+    /// index in a stream); the pieces of its name and arguments add up.
+    Call {
+        key: String,
+        id: Option<&'v str>,
+        name: Option<&'v str>,
+        arguments: Option<std::borrow::Cow<'v, str>>,
+    },
 }
 
 /// What one answer object says, as an endpoint's reader finds it.
@@ -150,6 +199,9 @@ pub struct Answer<'a> {
     pub finish_reason: Option<Cow<'a, str>>,
     /// `usage`, when it is an object.
     pub usage: Option<Usage>,
+    /// The object is the event that ends a stream (endpoints whose streams
+    /// end with an event of their own, not `[DONE]`).
+    pub end: bool,
 }
 
 /// `usage`: the token counts, each when it is a non-negative integer.
@@ -271,6 +323,44 @@ fn text_or_tokens(v: &Value) -> Option<Vec<Piece<'_>>> {
             .collect(),
         _ => None,
     }
+}
+
+/// The text of a message's content, a tool result's or an input item's,
+/// as a server reads it: a string, or the `text` of its parts (and the
+/// text of the parts' own `content` or `output`).
+fn texts<'v>(content: &'v Value, out: &mut Vec<Piece<'v>>) {
+    match content {
+        Value::String(s) => out.push(Piece::Text(s)),
+        Value::Array(parts) => {
+            for p in parts {
+                match p.get("text") {
+                    Some(Value::String(s)) => out.push(Piece::Text(s)),
+                    _ => {
+                        if let Some(c) = p.get("content").or_else(|| p.get("output")) {
+                            texts(c, out);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The text of a chat message's content, its parts' joined by newlines.
+fn text_of(content: Option<&Value>) -> String {
+    let mut pieces = Vec::new();
+    if let Some(c) = content {
+        texts(c, &mut pieces);
+    }
+    let parts: Vec<&str> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Text(t) => Some(*t),
+            Piece::Token(_) => None,
+        })
+        .collect();
+    parts.join("\n")
 }
 
 /// A piece of a prompt as a server reads it.

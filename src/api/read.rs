@@ -429,3 +429,43 @@ impl<'de> Lenient<'de> for Text<'de> {
 pub fn error<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<serde_json::Value>, A::Error> {
     Ok(Some(map.next_value::<serde_json::Value>()?).filter(|e| !e.is_null()))
 }
+
+/// The single pass over a typed stream event, an object with `type` (the
+/// shape of Anthropic's and the Responses API's events): `member` reads
+/// each other member, given its key, or gives up. The last `type` that is
+/// a string counts; `None` also when it has escapes.
+pub fn typed_event<'a>(
+    b: &'a [u8],
+    mut member: impl FnMut(&mut Scan<'a>, &'a [u8]) -> Option<()>,
+) -> Option<Option<Cow<'a, str>>> {
+    std::str::from_utf8(b).ok()?;
+    let mut s = Scan::new(b);
+    s.ws();
+    if s.peek()? != b'{' {
+        return None;
+    }
+    let mut kind = None;
+    s.object(|s, key| match key {
+        b"type" => {
+            kind = text(s)?;
+            Some(())
+        }
+        _ => member(s, key),
+    })?;
+    s.end().then_some(kind)
+}
+
+/// Whether a value is a non-empty string or array, as [`nonempty`] reads
+/// it: what serde's side of a reader asks of a `Value`.
+pub fn filled(v: Option<&serde_json::Value>) -> bool {
+    match v {
+        Some(serde_json::Value::String(s)) => !s.is_empty(),
+        Some(serde_json::Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    }
+}
+
+/// A member that is a non-negative integer (as `Value::as_u64` takes it).
+pub fn count_of(v: &serde_json::Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(serde_json::Value::as_u64)
+}

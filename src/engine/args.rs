@@ -87,7 +87,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "sim")]
     pub profile: Option<std::path::PathBuf>,
 
-    /// API to call: `/v1/chat/completions` or `/v1/completions`.
+    /// API to call: `/v1/chat/completions`, `/v1/completions`,
+    /// `/v1/embeddings`, `/v1/messages` (Anthropic's Messages API) or
+    /// `/v1/responses` (OpenAI's Responses API). Records are in chat's form
+    /// whatever the endpoint; each translates them and reads its own
+    /// answers and usage.
     #[arg(long, value_enum, default_value = "chat")]
     pub endpoint: Endpoint,
 
@@ -120,7 +124,9 @@ pub struct Args {
     /// Later turns of sessions whose prompts are synthesized (from
     /// `input_length` and `hash_ids`) carry the answers the server really
     /// gave: the previous turn's conversation, its answer, then synthesized
-    /// tokens for the rest of `input_length` (chat only).
+    /// tokens for the rest of `input_length` (on completions: the previous
+    /// prompt, the answer's text, then the new text). Every endpoint that
+    /// generates; refused on embeddings.
     #[arg(long)]
     pub live_answers: bool,
 
@@ -276,6 +282,14 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
             }
         },
     };
+    if args.live_answers && args.endpoint.api().generation().is_none() {
+        let name = clap::ValueEnum::to_possible_value(&args.endpoint)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        return Err(Error::usage(format!(
+            "--live-answers: --endpoint {name} generates no answers to carry"
+        )));
+    }
     Ok(BodyOptions {
         endpoint: args.endpoint,
         model: args.model.clone(),

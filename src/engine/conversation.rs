@@ -17,86 +17,79 @@ use std::sync::Arc;
 use lru::LruCache;
 use serde_json::{Map, Value, json};
 
+use crate::api::{Endpoint, Said};
+
 /// Conversations kept for each of ids and sessions: the most recently
 /// completed ones. Memory is bounded by this many conversations, whatever
 /// the length of the trace.
 pub const MAX_KEPT: usize = 4096;
 
 /// The assistant message of one answer, assembled from a whole body or
-/// from the deltas of a stream.
-#[derive(Debug, Default)]
+/// from the deltas of a stream, in chat's form whatever the endpoint (its
+/// `transcribe` says what each answer object adds).
+#[derive(Debug)]
 pub struct Transcript {
+    endpoint: Endpoint,
     content: String,
     tool_calls: Vec<ToolCall>,
-    /// Some answer object carried a choice.
+    /// Some answer object carried a result.
     answered: bool,
 }
 
 #[derive(Debug, Default)]
 struct ToolCall {
-    index: u64,
+    /// The call's key in the answer (its index in a stream).
+    key: String,
     id: Option<String>,
-    kind: Option<String>,
     name: String,
     arguments: String,
 }
 
 impl Transcript {
+    pub fn new(endpoint: Endpoint) -> Transcript {
+        Transcript {
+            endpoint,
+            content: String::new(),
+            tool_calls: Vec::new(),
+            answered: false,
+        }
+    }
+
     /// Take one answer object: an SSE event's data or a whole body. Text
-    /// that is not JSON, or has no choice, adds nothing.
+    /// that is not JSON, or has no result, adds nothing.
     pub fn take(&mut self, data: &[u8]) {
         let Ok(v) = serde_json::from_slice::<Value>(data) else {
             return;
         };
-        let Some(choice) = v
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
-            return;
-        };
-        self.answered = true;
-        let part = choice.get("delta").or_else(|| choice.get("message"));
-        if let Some(text) = part
-            .and_then(|p| p.get("content"))
-            .or_else(|| choice.get("text"))
-            .and_then(Value::as_str)
-        {
-            self.content.push_str(text);
-        }
-        let calls = part
-            .and_then(|p| p.get("tool_calls"))
-            .and_then(Value::as_array);
-        for (n, call) in calls.into_iter().flatten().enumerate() {
-            // Streams number the calls and send each in pieces; a whole
-            // message lists them in order.
-            let index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(n as u64);
-            let pos = match self.tool_calls.iter().position(|c| c.index == index) {
-                Some(pos) => pos,
-                None => {
-                    self.tool_calls.push(ToolCall {
-                        index,
-                        ..ToolCall::default()
-                    });
-                    self.tool_calls.len() - 1
+        let calls = &mut self.tool_calls;
+        let content = &mut self.content;
+        let answered = self.endpoint.api().transcribe(&v, &mut |said| match said {
+            Said::Text(t) => content.push_str(t),
+            Said::Call {
+                key,
+                id,
+                name,
+                arguments,
+            } => {
+                let pos = match calls.iter().position(|c| c.key == key) {
+                    Some(pos) => pos,
+                    None => {
+                        calls.push(ToolCall {
+                            key,
+                            ..ToolCall::default()
+                        });
+                        calls.len() - 1
+                    }
+                };
+                let c = &mut calls[pos];
+                if c.id.is_none() {
+                    c.id = id.map(str::to_string);
                 }
-            };
-            let c = &mut self.tool_calls[pos];
-            let text = |k: &str| call.get(k).and_then(Value::as_str).map(str::to_string);
-            c.id = c.id.take().or_else(|| text("id"));
-            c.kind = c.kind.take().or_else(|| text("type"));
-            if let Some(f) = call.get("function") {
-                if let Some(name) = f.get("name").and_then(Value::as_str) {
-                    c.name.push_str(name);
-                }
-                if let Some(args) = f.get("arguments").and_then(Value::as_str) {
-                    c.arguments.push_str(args);
-                }
+                c.name.push_str(name.unwrap_or(""));
+                c.arguments.push_str(arguments.as_deref().unwrap_or(""));
             }
-        }
+        });
+        self.answered |= answered;
     }
 
     /// The assistant message, or `None` when no choice came back.
@@ -112,7 +105,7 @@ impl Transcript {
             .map(|c| {
                 json!({
                     "id": c.id.unwrap_or_default(),
-                    "type": c.kind.unwrap_or_else(|| "function".into()),
+                    "type": "function",
                     "function": {"name": c.name, "arguments": c.arguments},
                 })
             })
@@ -159,8 +152,19 @@ pub fn join(parts: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The conversation a completed request leaves for its continuations: the
-/// messages it sent, then the answer, if any.
+/// messages it sent, then the answer, if any. For a completions prompt
+/// (a string), its text then the answer's, inside the quotes.
 pub fn continued(sent: &[u8], answer: Option<&Value>) -> Vec<u8> {
+    if let Some(text) = string_inner(sent) {
+        let mut out = text.to_vec();
+        if let Some(said) = answer
+            .and_then(|a| a.get("content"))
+            .and_then(Value::as_str)
+        {
+            out.extend_from_slice(&escaped(said));
+        }
+        return out;
+    }
     let answer = answer.map(|a| a.to_string());
     let sent = inner(sent).unwrap_or_default();
     let mut out = join(&[sent, answer.as_deref().unwrap_or("").as_bytes()]);
@@ -219,17 +223,145 @@ impl Kept {
     }
 }
 
+/// The text between a JSON string's quotes, escaped as it stands.
+fn string_inner(b: &[u8]) -> Option<&[u8]> {
+    b.trim_ascii().strip_prefix(b"\"")?.strip_suffix(b"\"")
+}
+
+/// A text escaped for JSON, without its quotes.
+fn escaped(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 2);
+    crate::json::write_str(&mut out, text);
+    out.pop();
+    out.remove(0);
+    out
+}
+
 /// A delta turn's body: its own body with the parent's conversation
 /// spliced in before its own messages, which stand at `span` in the body.
+/// Its tool results that answer calls none of its own messages make are
+/// sent under the ids of the calls the parent's live answer made (see
+/// [`rebind`]).
 pub fn splice(body: &[u8], span: (usize, usize), parent: &[u8]) -> Vec<u8> {
     let own = inner(&body[span.0..span.1]).unwrap_or_default();
-    replace(body, span, &[parent, own])
+    match rebind(own, parent) {
+        Some(own) => replace(body, span, &[parent, &own]),
+        None => replace(body, span, &[parent, own]),
+    }
+}
+
+/// Tool results of a delta turn's own messages that answer calls the
+/// trace recorded, sent under the ids of the calls the parent's live
+/// answer made (a server refuses results for calls it never made): the
+/// k-th recorded id the results answer, in their order, becomes the live
+/// answer's k-th call's id. Results for calls an assistant message of the
+/// turn's own makes keep their ids; beyond the live calls, ids stay as
+/// recorded. `None` when nothing changes (the turn is sent byte for byte).
+pub fn rebind(own: &[u8], parent: &[u8]) -> Option<Vec<u8>> {
+    // Most turns carry no tool result: no parse for them.
+    memchr::memmem::find(own, b"tool_call_id")?;
+    let live = live_call_ids(parent);
+    if live.is_empty() {
+        return None;
+    }
+    let Ok(Value::Array(mut messages)) = serde_json::from_slice(&join(&[own])) else {
+        return None;
+    };
+    let declared: Vec<String> = messages
+        .iter()
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let mut map: Vec<(String, String)> = Vec::new();
+    let mut changed = false;
+    for m in &mut messages {
+        if m.get("role").and_then(Value::as_str) != Some("tool") {
+            continue;
+        }
+        let Some(id) = m.get("tool_call_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if declared.iter().any(|d| d == id) {
+            continue;
+        }
+        let to = match map.iter().find(|(from, _)| from == id) {
+            Some((_, to)) => to.clone(),
+            None => match live.get(map.len()) {
+                Some(to) => {
+                    map.push((id.to_string(), to.clone()));
+                    to.clone()
+                }
+                None => continue,
+            },
+        };
+        if to != id {
+            m["tool_call_id"] = Value::String(to);
+            changed = true;
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let text = Value::Array(messages).to_string();
+    inner(text.as_bytes()).map(<[u8]>::to_vec)
+}
+
+/// The ids of the tool calls of a kept conversation's last assistant
+/// message (the live answer, which `continued` puts last).
+fn live_call_ids(parent: &[u8]) -> Vec<String> {
+    let Some(at) = memchr::memmem::rfind(parent, br#"{"role":"assistant""#) else {
+        return Vec::new();
+    };
+    let mut values = serde_json::Deserializer::from_slice(&parent[at..]).into_iter::<Value>();
+    let Some(Ok(answer)) = values.next() else {
+        return Vec::new();
+    };
+    answer
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+/// `--live-answers`: a later turn's body, its prompt replaced by the
+/// conversation it continues (`kept`) and the new part of its synthesized
+/// prompt past `history` tokens: a user message after the conversation,
+/// or, for a completions prompt (a string), the text after the kept text.
+pub fn live_turn(
+    body: &[u8],
+    span: (usize, usize),
+    kept: &[u8],
+    prompt: &str,
+    history: u64,
+) -> Vec<u8> {
+    if body.get(span.0) != Some(&b'"') {
+        return replace(body, span, &[kept, &live_message(prompt, history)]);
+    }
+    let content = live_text(prompt, history);
+    let mut out = Vec::with_capacity(body.len() + kept.len() + content.len());
+    out.extend_from_slice(&body[..span.0]);
+    out.push(b'"');
+    out.extend_from_slice(kept);
+    out.extend_from_slice(&escaped(content));
+    out.push(b'"');
+    out.extend_from_slice(&body[span.1..]);
+    out
 }
 
 /// `--live-answers`: the new part of a synthesized turn, the words of its
 /// prompt past the session's history (`history` tokens: the words are one
 /// token each), as one user message.
 pub fn live_message(prompt: &str, history: u64) -> Vec<u8> {
+    json!({"role": "user", "content": live_text(prompt, history)})
+        .to_string()
+        .into_bytes()
+}
+
+/// The words of a synthesized prompt past `history` tokens.
+fn live_text(prompt: &str, history: u64) -> &str {
     // Words start with their space: " apple".
     let starts: Vec<usize> = prompt
         .char_indices()
@@ -239,9 +371,7 @@ pub fn live_message(prompt: &str, history: u64) -> Vec<u8> {
     let from = starts
         .get(usize::try_from(history).unwrap_or(usize::MAX))
         .map_or(prompt.len(), |&i| i);
-    json!({"role": "user", "content": &prompt[from..]})
-        .to_string()
-        .into_bytes()
+    &prompt[from..]
 }
 
 /// The body with the messages at `span` replaced by `parts` joined.
@@ -265,7 +395,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_assembled_into_one_assistant_message() {
-        let mut t = Transcript::default();
+        let mut t = Transcript::new(Endpoint::Chat);
         for event in [
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
@@ -288,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_whole_answer_with_only_tool_calls_has_null_content() {
-        let mut t = Transcript::default();
+        let mut t = Transcript::new(Endpoint::Chat);
         t.take(
             br#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"[]"}}]}}]}"#,
         );
@@ -298,7 +428,7 @@ mod tests {
                 {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
                 {"id": "b", "type": "function", "function": {"name": "g", "arguments": "[]"}}]})
         );
-        assert_eq!(Transcript::default().message(), None);
+        assert_eq!(Transcript::new(Endpoint::Chat).message(), None);
     }
 
     #[test]
@@ -325,6 +455,70 @@ mod tests {
         assert_eq!(
             text(&splice(body, (12, 14), &kept)),
             r#"{"messages":[{"role":"user","content":"hi"}]}"#
+        );
+    }
+
+    #[test]
+    fn recorded_tool_results_go_under_the_live_answers_call_ids_in_order() {
+        let answer = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "live_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "live_b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]});
+        let kept = continued(br#"[{"role":"user","content":"go"}]"#, Some(&answer));
+        // The recorded results answer rec_2 first, then rec_1 (twice);
+        // rec_3 is called and answered within the turn itself.
+        let body = br#"{"messages":[{"role":"tool","tool_call_id":"rec_2","content":"x"},{"role":"tool","tool_call_id":"rec_1","content":"y"},{"role":"tool","tool_call_id":"rec_1","content":"z"},{"role":"assistant","content":null,"tool_calls":[{"id":"rec_3","type":"function","function":{"name":"h","arguments":"{}"}}]},{"role":"tool","tool_call_id":"rec_3","content":"w"}]}"#;
+        let spliced = splice(body, (12, body.len() - 1), &kept);
+        let sent: Value = serde_json::from_slice(&spliced).unwrap();
+        let ids: Vec<&str> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m.get("tool_call_id").and_then(Value::as_str))
+            .collect();
+        assert_eq!(ids, ["live_a", "live_b", "live_b", "rec_3"]);
+        assert_eq!(sent["messages"][1], answer);
+        // Results that already carry the live ids, and turns without
+        // results, are sent byte for byte.
+        let own = br#"{"role":"tool","tool_call_id":"live_a","content":"x"}"#;
+        assert_eq!(rebind(own, &kept), None);
+        assert_eq!(rebind(br#"{"role":"user","content":"more"}"#, &kept), None);
+        // More results than live calls: the extra keep their ids.
+        let own = br#"{"role":"tool","tool_call_id":"r1","content":"1"},{"role":"tool","tool_call_id":"r2","content":"2"},{"role":"tool","tool_call_id":"r3","content":"3"}"#;
+        assert_eq!(
+            text(&rebind(own, &kept).unwrap()),
+            r#"{"role":"tool","tool_call_id":"live_a","content":"1"},{"role":"tool","tool_call_id":"live_b","content":"2"},{"role":"tool","tool_call_id":"r3","content":"3"}"#
+        );
+        // A live answer without calls changes nothing.
+        let plain = continued(b"[]", Some(&json!({"role": "assistant", "content": "ok"})));
+        assert_eq!(rebind(own, &plain), None);
+    }
+
+    #[test]
+    fn a_live_completions_turn_is_the_previous_prompt_the_answer_and_the_new_text() {
+        let answer = json!({"role": "assistant", "content": " six \"seven\""});
+        let kept = continued(br#"" one two three""#, Some(&answer));
+        assert_eq!(text(&kept), r#" one two three six \"seven\""#);
+        let body =
+            br#"{"model":"m","prompt":" one two three four five six seven eight","max_tokens":2}"#;
+        let start = body.windows(9).position(|w| w == br#""prompt":"#).unwrap() + 9;
+        let end = body.windows(6).position(|w| w == br#"","max"#).unwrap() + 1;
+        // History: 3 prompt tokens and 2 answered: the new words from the sixth.
+        assert_eq!(
+            text(&live_turn(
+                body,
+                (start, end),
+                &kept,
+                " one two three four five six seven eight",
+                5
+            )),
+            r#"{"model":"m","prompt":" one two three six \"seven\" six seven eight","max_tokens":2}"#
+        );
+        // A chat turn: the conversation, then the new words as a user message.
+        let body = br#"{"messages":[{"role":"user","content":"x"}]}"#;
+        let kept = br#"{"role":"user","content":"a"}"#;
+        assert_eq!(
+            text(&live_turn(body, (12, body.len() - 1), kept, " a b c", 1)),
+            r#"{"messages":[{"role":"user","content":"a"},{"role":"user","content":" b c"}]}"#
         );
     }
 

@@ -570,6 +570,8 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             .sent
             .fetch_add(u64::from(!warmup), Ordering::Relaxed);
         tokio::spawn(async move {
+            // Before the clock starts: translating is the client's time.
+            req.render(target.endpoint);
             let sent = Instant::now();
             let sent_ms = ms_between(origin, sent);
             let lag_ms = sent_ms - scheduled_ms;
@@ -723,8 +725,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                         if asked < history {
                             self.short_turns += 1;
                         }
-                        let own = conversation::live_message(&prompt, history);
-                        conversation::replace(&req.body, span, &[&messages, &own])
+                        conversation::live_turn(&req.body, span, &messages, &prompt, history)
                     }
                     None => conversation::splice(&req.body, span, &messages),
                 };

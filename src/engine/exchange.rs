@@ -114,10 +114,16 @@ impl Reading {
             }
             self.last_content_ms = Some(at_ms);
         }
+        // Field by field: a stream may give the prompt's count in one
+        // event and the answer's in a later one (Anthropic's).
         if let Some(u) = a.usage {
-            self.measure.prompt_tokens = u.prompt_tokens;
-            self.measure.completion_tokens = u.completion_tokens;
-            self.measure.cached_tokens = u.cached_tokens;
+            let m = &mut self.measure;
+            m.prompt_tokens = u.prompt_tokens.or(m.prompt_tokens);
+            m.completion_tokens = u.completion_tokens.or(m.completion_tokens);
+            m.cached_tokens = u.cached_tokens.or(m.cached_tokens);
+        }
+        if a.end {
+            self.done = true;
         }
     }
 
@@ -270,7 +276,7 @@ async fn request<'a>(
             .session_header
             .as_ref()
             .zip(req.session_header.as_ref());
-        return match plain.send(&req.body, header).await {
+        return match plain.send(req.wire(), header).await {
             Ok(answer) => match StatusCode::from_u16(answer.status) {
                 Ok(status) => Ok((status, answer.event_stream, Body::Plain(answer.body))),
                 Err(_) => Err(format!(
@@ -291,7 +297,7 @@ async fn request<'a>(
         if let (Some(name), Some(value)) = (&target.session_header, &req.session_header) {
             post = post.header(name, value);
         }
-        let r = post.body(req.body.clone()).send().await;
+        let r = post.body(req.wire().clone()).send().await;
         match r {
             Ok(resp) => {
                 return Ok((
@@ -364,7 +370,8 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
     if sse && status.is_success() {
         parser.finish(|d| m.take_event(d, end));
         if !m.done && m.measure.error.is_none() {
-            m.measure.error = Some("stream ended without [DONE]".into());
+            let end = m.endpoint.api().end_event();
+            m.measure.error = Some(format!("stream ended without {end}"));
         }
         return;
     }
@@ -481,7 +488,7 @@ pub async fn send(
     cancel: impl std::future::Future<Output = ()>,
 ) -> (ResultRecord, Option<Transcript>) {
     let mut m = Reading {
-        transcript: req.keep.then(Transcript::default),
+        transcript: req.keep.then(|| Transcript::new(target.endpoint)),
         ..Reading::new(target.endpoint)
     };
     let ending = {

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::conversation::Parent;
 pub use crate::api::Endpoint;
-use crate::api::Given;
+use crate::api::{Given, Prompt};
 use crate::error::FieldError;
 use crate::json;
 use crate::prompts::{Synthesizer, prompt_for};
@@ -78,6 +78,27 @@ pub struct Prepared {
     pub synthesized: Option<String>,
     /// The value of `--session-header`: the record's `session_id`.
     pub session_header: Option<reqwest::header::HeaderValue>,
+    /// The body is built in chat's form (not a record's `payload`): an
+    /// endpoint of another shape translates it before it is sent.
+    pub built: bool,
+    /// The body as the endpoint takes it, when it differs from `body`.
+    pub wire: Option<bytes::Bytes>,
+}
+
+impl Prepared {
+    /// The body as sent.
+    pub fn wire(&self) -> &bytes::Bytes {
+        self.wire.as_ref().unwrap_or(&self.body)
+    }
+
+    /// Translate a built body for an endpoint that takes another shape
+    /// than chat's. Done just before sending: until then a delta turn is
+    /// spliced, and a conversation kept, in chat's form.
+    pub fn render(&mut self, endpoint: Endpoint) {
+        if self.built {
+            self.wire = endpoint.api().render(&self.body).map(bytes::Bytes::from);
+        }
+    }
 }
 
 /// Lazily loaded synthesizer: only traces without prompts need one.
@@ -202,7 +223,7 @@ pub fn prepare(
         if !opts.endpoint.api().conversation() {
             return Err(FieldError::new(
                 "message_mode",
-                "\"delta\" continues a chat conversation: it needs --endpoint chat",
+                "\"delta\" continues a conversation: it needs --endpoint chat, messages or responses",
             )
             .into());
         }
@@ -244,9 +265,11 @@ pub fn prepare(
         }
         None => None,
     };
+    // On every endpoint that generates: a conversation's next turn
+    // carries the answer as a message, a completions prompt as text.
     let live = opts.live_answers
         && synthesized
-        && opts.endpoint.api().conversation()
+        && opts.endpoint.api().generation().is_some()
         && base.session_id.is_some();
     let messages = rec.get("messages");
     let token_ids = rec
@@ -272,7 +295,10 @@ pub fn prepare(
     }
     let start = body.len_after_key(prompt_key);
     body.field(prompt_key, |out| prompt.write(out));
-    let messages_span = (prompt_key == "messages").then(|| (start, body.len()));
+    // Where the conversation (or, with --live-answers, a completions
+    // prompt's text) stands, for a later turn to continue it.
+    let continued = prompt_key == "messages" || (live && matches!(prompt, Prompt::Text(_)));
+    let messages_span = continued.then(|| (start, body.len()));
     if let Some(tools) = tools {
         body.field("tools", |out| out.extend_from_slice(tools.get().as_bytes()));
     }
@@ -313,6 +339,7 @@ pub fn prepare(
         messages_span,
         keep,
         synthesized: if live { text } else { None },
+        built: true,
         ..base
     })
 }

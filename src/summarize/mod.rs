@@ -123,8 +123,8 @@ pub struct Args {
     pub from_scheduled: bool,
 
     /// One set of figures per value of this top-level result field (model,
-    /// session_id, status, shard, or any other); a result without it is in
-    /// group "(none)".
+    /// session_id, status, shard, or any other; `session` is session_id);
+    /// a result without it is in group "(none)".
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
 
@@ -291,6 +291,12 @@ impl Threshold {
 
 /// The group key of a result line for `--by`.
 fn group_key(line: &str, field: &str) -> String {
+    // `--by session`: results name their session `session_id`.
+    let field = if field == "session" {
+        "session_id"
+    } else {
+        field
+    };
     let from_text = |raw: Option<&str>| match raw {
         None => "(none)".to_string(),
         Some(raw) => match record::kind(raw) {
@@ -314,9 +320,10 @@ fn group_key(line: &str, field: &str) -> String {
 /// can have, for checking `--fail-if` paths.
 fn with_a_session() -> Aggregate {
     let mut a = Aggregate::default();
-    let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0}"#;
+    let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0,"ttft_ms":1}"#;
     if let Ok(view) = ResultView::parse(line) {
-        a.sessions.add("s", Some(1), &view);
+        a.sessions.add("s", Some(1), Some("m"), &view);
+        a.sessions.add("s", Some(2), Some("m"), &view);
     }
     a
 }
@@ -336,8 +343,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // an empty run has every key of a full one.
     let shape = report::to_json(&with_a_session(), &report_opts);
     for t in &args.fail_if {
-        // Turn positions are keys only a run knows.
-        let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.");
+        // Turn positions and models are keys only a run knows.
+        let by_turn = t.path.starts_with("sessions.cache_hit_rate_by_turn.")
+            || t.path.starts_with("sessions.ttft_by_model.");
         // The server's figures are known once its file is read.
         let server = args.metrics.is_some() && t.path.starts_with("server.");
         if !by_turn && !server && report::lookup(&shape, &t.path).is_none() {
@@ -546,7 +554,9 @@ fn fold_inputs(
             Some(field) => groups.entry(group_key(line, field)).or_default(),
         };
         let session = if view.warmup { None } else { session_of(line) };
-        let session = session.as_ref().map(|(s, turn)| (s.as_str(), *turn));
+        let session = session
+            .as_ref()
+            .map(|(s, turn, model)| (s.as_str(), *turn, model.as_deref()));
         metrics::fold(agg, &view, &itl, session, fold);
     }
     Ok((overall, groups))
@@ -758,5 +768,6 @@ mod tests {
         assert_eq!(group_key(r#"{"model":"a\"b"}"#, "model"), "a\"b");
         assert_eq!(group_key(r#"{"x":1}"#, "model"), "(none)");
         assert_eq!(group_key(r#"{"http_status":503}"#, "http_status"), "503");
+        assert_eq!(group_key(r#"{"session_id":"s1"}"#, "session"), "s1");
     }
 }

@@ -671,7 +671,10 @@ impl Sink for LiveFold {
             slo: &fold.watch.slo,
             window_ms: None,
         };
-        let session = r.session_id.as_deref().map(|s| (s, r.turn));
+        let session = r
+            .session_id
+            .as_deref()
+            .map(|s| (s, r.turn, r.model.as_deref()));
         metrics::fold(&mut fold.agg, &view, itl, session, &opts);
         Ok(fold.watch.see(&view, itl))
     }

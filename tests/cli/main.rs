@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries on real data.
 
+mod agent_api;
 mod agentic;
 mod aiperf_mooncake;
 mod compare;

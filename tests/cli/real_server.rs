@@ -471,3 +471,46 @@ fn the_servers_metrics_are_scraped_beside_the_results() {
     );
     assert_eq!(server["generation_tokens"]["increase"], 576.0, "{server}");
 }
+
+/// The APIs coding agents speak, as llama.cpp serves them: every answer
+/// read, streamed or not, with its usage (llama.cpp counts Anthropic's
+/// `input_tokens` without the cached part, which the result adds back).
+#[test]
+fn messages_and_responses_streamed_and_not_read_their_usage() {
+    let Some((llama, dir)) = Llama::start_in("real-agent-apis", 2, 16384, &[]) else {
+        return;
+    };
+    for endpoint in ["messages", "responses"] {
+        for stream in [true, false] {
+            let mut args = vec!["--endpoint", endpoint, "--ignore-eos"];
+            if !stream {
+                args.push("--no-stream");
+            }
+            let run = llama.synth_and_replay(&dir, &trace(&varied(12)), &args);
+            let results = run.json_lines();
+            assert_eq!(results.len(), 12);
+            let offsets: std::collections::BTreeSet<i64> = results
+                .iter()
+                .map(|r| {
+                    assert_eq!(r["status"], "ok", "{endpoint} {stream}: {r}");
+                    assert_eq!(
+                        r["completion_tokens"], r["output_length"],
+                        "{endpoint} {stream}: {r}"
+                    );
+                    assert!(r["cached_tokens"].is_u64(), "{endpoint} {stream}: {r}");
+                    assert!(r["first_chunk_ms"].is_f64(), "{r}");
+                    // A whole answer has no TTFT; a stream's first
+                    // content may be withheld (a character cut in two).
+                    let ttft = r["ttft_ms"].is_f64();
+                    assert!(
+                        ttft == stream || (stream && r["itl_ms"] == json!([])),
+                        "{r}"
+                    );
+                    r["prompt_tokens"].as_i64().unwrap() - r["input_length"].as_i64().unwrap()
+                })
+                .collect();
+            // One chat template around every one-message prompt.
+            assert_eq!(offsets.len(), 1, "{endpoint} {stream}: {offsets:?}");
+        }
+    }
+}
