@@ -26,6 +26,7 @@ pub mod mooncake;
 pub mod openai_batch;
 pub mod otel;
 pub mod parquet;
+pub mod sharegpt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -243,6 +244,15 @@ pub const SOURCES: &[Source] = &[
         sniff: openai_batch::sniff,
         read: openai_batch::read,
         finish: Some(openai_batch::finish),
+        takes_rate: true,
+    },
+    Source {
+        name: "sharegpt",
+        help: "ShareGPT conversations (ShareGPT_V3 JSON, as vLLM's benchmark loads it): \
+               each conversation a session, each answer a request (no arrival times: see --rate)",
+        sniff: sharegpt::sniff,
+        read: sharegpt::read,
+        finish: None,
         takes_rate: true,
     },
 ];
@@ -463,6 +473,10 @@ pub struct Ctx {
     pub trace_sessions: HashMap<String, String>,
     /// Langfuse trace records read (they are not requests).
     pub traces_read: u64,
+    /// `--rate`, for sources without arrival times.
+    rate: Option<f64>,
+    /// ShareGPT conversations read, across inputs (their order sets their start).
+    conversations: u64,
 }
 
 impl Ctx {
@@ -482,6 +496,8 @@ impl Ctx {
             bailian_parents: HashMap::new(),
             trace_sessions: HashMap::new(),
             traces_read: 0,
+            rate: args.rate,
+            conversations: 0,
         }
     }
 

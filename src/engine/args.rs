@@ -82,7 +82,8 @@ pub struct Args {
     #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub sim_args: Vec<String>,
 
-    /// API to call: `/v1/chat/completions` or `/v1/completions`.
+    /// API to call: every endpoint, with its path, is among the values
+    /// below (`chat` is `/v1/chat/completions`).
     #[arg(long, value_enum, default_value = "chat")]
     pub endpoint: Endpoint,
 

@@ -234,6 +234,11 @@ pub fn run_with(args: &Args, hooks: Hooks) -> Result<Outcome> {
     };
 
     let output = Output::open(args.output.output.as_deref())?;
+    let endpoint = clap::ValueEnum::to_possible_value(&opts.endpoint)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    crate::run_info::RunInfo::now(Some(target.url.as_str()), &endpoint, args.model.as_deref())
+        .write_beside(args.output.output.as_deref());
     let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let (cancel, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
