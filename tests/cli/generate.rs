@@ -58,36 +58,29 @@ fn poisson_arrivals_have_the_rate_and_a_cv_of_one() {
 
 #[test]
 fn gamma_arrivals_have_the_cv_asked_for() {
+    // (law, seed, tolerance of the mean gap of 20 ms, of the CV).
     // CV 0.5 is shape 4, kurtosis 3 + 6/4 = 4.5: the CV's standard error is
-    // about 0.5·√(3.5/(4·9999)) ≈ 0.005; ± 0.03.
-    let ts = timestamps(&generate(&[
-        "--count",
-        "10000",
-        "--rate",
-        "50",
-        "--arrival",
-        "gamma:0.5",
-        "--seed",
-        "2",
-    ]));
-    let (m, sd) = mean_sd(&gaps(&ts));
-    near("mean gap", m, 20.0, 0.4);
-    near("CV", sd / m, 0.5, 0.03);
-    // CV 2 is shape 0.25, kurtosis 27: standard error about
-    // 2·√(26/(4·9999)) ≈ 0.05; ± 0.25.
-    let ts = timestamps(&generate(&[
-        "--count",
-        "10000",
-        "--rate",
-        "50",
-        "--arrival",
-        "gamma:2",
-        "--seed",
-        "3",
-    ]));
-    let (m, sd) = mean_sd(&gaps(&ts));
-    near("mean gap", m, 20.0, 1.6);
-    near("CV", sd / m, 2.0, 0.25);
+    // about 0.5·√(3.5/(4·9999)) ≈ 0.005, the mean's 20·0.5/100 = 0.1.
+    // CV 2 is shape 0.25, kurtosis 27: the CV's standard error is about
+    // 2·√(26/(4·9999)) ≈ 0.05, the mean's 20·2/100 = 0.4.
+    for (law, seed, cv, mean_tol, cv_tol) in [
+        ("gamma:0.5", "2", 0.5, 0.4, 0.03),
+        ("gamma:2", "3", 2.0, 1.6, 0.25),
+    ] {
+        let args = [
+            "--count",
+            "10000",
+            "--rate",
+            "50",
+            "--arrival",
+            law,
+            "--seed",
+            seed,
+        ];
+        let (m, sd) = mean_sd(&gaps(&timestamps(&generate(&args))));
+        near("mean gap", m, 20.0, mean_tol);
+        near("CV", sd / m, cv, cv_tol);
+    }
 }
 
 #[test]
