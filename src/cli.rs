@@ -154,7 +154,11 @@ pub fn main<A: Parser>(name: &'static str, run: fn(&A) -> Result<Outcome>) -> Ex
         Ok(args) => args,
         Err(err) if err.use_stderr() => {
             // clap's message starts "error: "; diagnostics start with the tool.
-            eprint_line(format!("{name}: {}", err.render()).trim_end());
+            let text = match other_tools_flag(&err) {
+                Some(hint) => format!("{name}: error: {hint}"),
+                None => format!("{name}: {}", err.render()),
+            };
+            eprint_line(text.trim_end());
             return ExitCode::from(2);
         }
         Err(err) => {
@@ -164,6 +168,43 @@ pub fn main<A: Parser>(name: &'static str, run: fn(&A) -> Result<Outcome>) -> Ex
         }
     };
     finish(run(&args))
+}
+
+/// Flags a user may look for in the wrong tool, and the tool that has
+/// them: clap's own suggestion is a flag that merely looks alike
+/// (`--speed` → `--seed`).
+const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
+    (
+        "--speed",
+        "time scaling is trace-rescale's: trace-rescale --speed F TRACE | {tool} ...",
+    ),
+    (
+        "--rate",
+        "a target rate is trace-rescale's: trace-rescale --rate R TRACE | {tool} ...",
+    ),
+    (
+        "--loop",
+        "repeating a trace is trace-rescale's: trace-rescale --loop D TRACE | {tool} ...",
+    ),
+];
+
+/// The hint for an unknown flag that another tool has, if it is one.
+fn other_tools_flag(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    // trace-sweep scales time itself (--speeds), trace-gen makes it.
+    let reads_a_trace = !matches!(tool(), "trace-sweep" | "trace-rescale" | "trace-gen");
+    if err.kind() != ErrorKind::UnknownArgument || !reads_a_trace {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split('=').next().unwrap_or(arg);
+    let (_, hint) = OTHER_TOOLS_FLAGS.iter().find(|(f, _)| *f == flag)?;
+    Some(format!(
+        "unexpected argument '{arg}': {}",
+        hint.replace("{tool}", tool())
+    ))
 }
 
 /// Map a tool's result to its exit status, printing the error if any.
@@ -327,6 +368,14 @@ pub fn byte_size(text: &str) -> std::result::Result<u64, String> {
         _ => Err(format!(
             "`{text}` is not a size in bytes ≥ 1 (a count, or with a K, M or G suffix)"
         )),
+    }
+}
+
+/// clap value parser for a finite number > 0 (a rate, a factor).
+pub fn positive_number(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a number > 0")),
     }
 }
 

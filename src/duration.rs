@@ -69,6 +69,14 @@ pub fn parse_ms_arg(text: &str) -> Result<f64, String> {
     parse_ms(text)
 }
 
+/// clap value parser for durations longer than 0, in milliseconds.
+pub fn parse_positive_ms(text: &str) -> Result<f64, String> {
+    match parse_ms(text)? {
+        ms if ms > 0.0 => Ok(ms),
+        _ => Err(format!("`{text}`: the duration must be more than 0")),
+    }
+}
+
 /// Format milliseconds for people: `250ms`, `1.5s`, `10m`, `1h30m`.
 pub fn human(ms: f64) -> String {
     if ms < 1000.0 {

@@ -5,7 +5,7 @@
 //!
 //! - **Tools**, one module each, side by side: [`convert`], [`validate`],
 //!   [`slice`], [`rescale`], [`synth`], [`replay`], [`summarize`], [`sim`],
-//!   [`sweep`].
+//!   [`sweep`], [`generate`].
 //!   Each has an `Args` (its flags) and a `run` function; the binaries in
 //!   `src/bin/` only call [`cli::main`]. No tool imports another
 //!   (`tests/cli/layers.rs` checks it): what two tools share lives below.
@@ -17,7 +17,8 @@
 //!   a run and run in virtual time).
 //! - **The shared model**: the endpoints, each described once for requests
 //!   and answers ([`api`]), the trace record ([`record`]), the result record
-//!   ([`result`]) and the peers' result files read as results ([`peers`]),
+//!   ([`result`]) and the run's settings beside it ([`run_info`]), the peers'
+//!   result files read as results ([`peers`]),
 //!   sharding ([`shard`]), statistics ([`stats`]), prompt synthesis
 //!   ([`prompts`], [`tokenizer`]), the unit of timestamps ([`timestamps`]),
 //!   the simulated server as a library ([`simulator`]), and a server's own
@@ -32,6 +33,7 @@
 
 // Tools.
 pub mod convert;
+pub mod generate;
 pub mod replay;
 pub mod rescale;
 pub mod sim;
@@ -53,6 +55,7 @@ pub mod peers;
 pub mod prompts;
 pub mod record;
 pub mod result;
+pub mod run_info;
 pub mod server_metrics;
 pub mod shard;
 pub mod simulator;
@@ -88,5 +91,6 @@ pub fn commands() -> Vec<(&'static str, clap::Command)> {
         ("trace-replay", replay::Args::command()),
         ("trace-sim", sim::Args::command()),
         ("trace-sweep", sweep::Args::command()),
+        ("trace-gen", generate::Args::command()),
     ]
 }

@@ -900,8 +900,9 @@ pub fn to_text(title: &str, j: &Report, o: &ReportOptions, style: Style) -> Stri
         .map(|(k, v)| format!("{k}: {v}"))
         .collect();
     let heading = format!(
-        "{title}: {} requests: {} ok, {} error, {} timeout, {} cancelled (HTTP {})",
+        "{title}: {} request{}: {} ok, {} error, {} timeout, {} cancelled (HTTP {})",
         r.total,
+        crate::text::plural(r.total),
         r.ok,
         r.error,
         r.timeout,
@@ -966,9 +967,11 @@ pub fn to_text(title: &str, j: &Report, o: &ReportOptions, style: Style) -> Stri
         vec![
             "total token throughput".into(),
             format!(
-                "{} tokens/s ({} prompt tokens)",
+                "{} tokens/s ({} prompt + {} output tokens: {} prompt)",
                 number(t.total_tokens_per_s, 2),
-                j.prompt_tokens
+                j.prompt_tokens,
+                j.output_tokens,
+                prompt_share(j.prompt_tokens, j.output_tokens)
             ),
         ],
         vec![
@@ -1250,6 +1253,16 @@ pub fn lookup<'v>(j: &'v Value, path: &str) -> Option<&'v Value> {
         let (head, rest) = (&path[..i], &path[i + 1..]);
         j.get(head).and_then(|v| lookup(v, rest))
     })
+}
+
+/// The prompt's share of all tokens, as a percentage for the text report
+/// (total token throughput is mostly prompt tokens in most workloads).
+fn prompt_share(prompt: u64, output: u64) -> String {
+    let all = prompt + output;
+    if all == 0 {
+        return "-".into();
+    }
+    format!("{}%", number(Some(100.0 * prompt as f64 / all as f64), 1))
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 use clap::Parser;
 
 use crate::cli::{self, InputArgs, Outcome, OutputArgs, SkipArgs, Skipper};
-use crate::duration;
 use crate::error::{Error, FieldError, Result};
 use crate::io::{self, Lines, Output, Rereadable};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Edit, Record, blocks_for};
@@ -94,7 +93,7 @@ pub struct Args {
     /// Cap every `delay` (think and tool time after what a record waits
     /// for) at D, after the time change (AIPerf's
     /// --inter-turn-delay-cap-seconds, GuideLLM's max_wait).
-    #[arg(long, value_name = "D", value_parser = duration::parse_ms)]
+    #[arg(long, value_name = "D", value_parser = crate::duration::parse_ms)]
     pub max_delay: Option<f64>,
 
     /// Multiply every `input_length` by F.
@@ -133,19 +132,8 @@ pub struct Args {
     pub skip_invalid: SkipArgs,
 }
 
-fn positive(text: &str) -> std::result::Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("`{text}` is not a number > 0")),
-    }
-}
-
-fn positive_duration(text: &str) -> std::result::Result<f64, String> {
-    match duration::parse_ms(text)? {
-        ms if ms > 0.0 => Ok(ms),
-        _ => Err(format!("`{text}`: the duration must be more than 0")),
-    }
-}
+use crate::cli::positive_number as positive;
+use crate::duration::parse_positive_ms as positive_duration;
 
 impl Args {
     fn touches_tokens(&self) -> bool {

@@ -3,6 +3,13 @@
 //! warnings it supports. trace-validate weighs the whole trace;
 //! trace-replay the records it reads before its clock starts.
 
+/// The fewest records whose mean rate can say the timestamps are seconds.
+pub const SECONDS_MIN_RECORDS: u64 = 100;
+
+/// The mean rate, requests/s as milliseconds, above which timestamps are
+/// taken for seconds: more than one replay process sends.
+pub const SECONDS_MIN_RATE: f64 = 10_000.0;
+
 /// What the timestamps seen so far say about their unit.
 #[derive(Clone, Debug)]
 pub struct UnitEvidence {
@@ -11,7 +18,6 @@ pub struct UnitEvidence {
     first: Option<f64>,
     min: f64,
     max: f64,
-    max_gap: f64,
     /// Gaps that are not 0, and whether each is a whole number of seconds.
     nonzero_gaps: u64,
     whole_second_gaps: bool,
@@ -25,7 +31,6 @@ impl Default for UnitEvidence {
             first: None,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
-            max_gap: 0.0,
             nonzero_gaps: 0,
             whole_second_gaps: true,
             prev: None,
@@ -45,7 +50,6 @@ impl UnitEvidence {
         self.max = self.max.max(t);
         if let Some(prev) = self.prev {
             let gap = (t - prev).abs();
-            self.max_gap = self.max_gap.max(gap);
             if gap > 0.0 {
                 self.nonzero_gaps += 1;
                 self.whole_second_gaps &= gap % 1000.0 == 0.0;
@@ -89,25 +93,20 @@ impl UnitEvidence {
         // (BurstGPT, `trace-convert --absolute`) has every gap a whole
         // number of seconds: it is milliseconds already.
         let whole_seconds = self.nonzero_gaps > 0 && self.whole_second_gaps;
-        let rate_span = (self.mean_rate(), self.duration_ms());
-        if let (false, (Some(rate), Some(span))) = (whole_seconds, rate_span) {
-            if rate > 1000.0 || self.max_gap < 1.0 {
-                out.push(format!(
-                    "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average{}; \
-                     to convert, use trace-rescale --speed 0.001",
-                    if self.max_gap < 1.0 { " and every gap is under 1 ms" } else { "" }
-                ));
-            } else if self.records >= 10 && rate > self.records as f64 {
-                // The mean rate then exceeds what any 1 s window can hold.
-                out.push(format!(
-                    "timestamps look like seconds, not milliseconds: all {} records fall within {} ms, \
-                     a mean of {rate:.0} requests/s that no second of the trace reaches; \
-                     as seconds the trace spans {} s; to convert, use trace-rescale --speed 0.001",
-                    self.records,
-                    crate::text::format_ms(span),
-                    crate::text::format_ms(span),
-                ));
-            }
+        // A rate says seconds only where no trace in milliseconds could
+        // have it: past what one replay process sends, over enough records
+        // that a burst is not the explanation. A short or fast trace in
+        // milliseconds (a slice, a rescale, trace-gen at 2,000/s) is left
+        // alone: its rate is what it says.
+        let enough = self.records >= SECONDS_MIN_RECORDS;
+        let too_fast = self.mean_rate().filter(|&r| r > SECONDS_MIN_RATE);
+        if let (false, true, Some(rate)) = (whole_seconds, enough, too_fast) {
+            out.push(format!(
+                "timestamps look like seconds, not milliseconds: the trace would replay at {rate:.0} requests/s on average \
+                 over its {} records, more than one replay process sends (about 10,000/s); \
+                 if they are seconds, convert with trace-rescale --speed 0.001",
+                self.records
+            ));
         }
         let epoch_seconds = self.first.is_some() && (1.0e9..1.0e11).contains(&self.min);
         let mean_gap = self
@@ -147,28 +146,40 @@ mod tests {
 
     #[test]
     fn seconds_written_as_small_integers_are_caught() {
-        // 3,000 records, ten to each whole "ms" from 0 to 299: 2,999 gaps
-        // over 0.299 s.
-        let w = evidence((0..3000).map(|i| f64::from(i / 10))).warnings();
+        // 3,000 records, ten to each whole "ms" from 0 to 149: 2,999 gaps
+        // over 0.149 s, 20,128 requests/s.
+        let w = evidence((0..3000).map(|i| f64::from(i / 20))).warnings();
         assert_eq!(
             w,
             vec![
-                "timestamps look like seconds, not milliseconds: the trace would replay at 10030 requests/s on average; \
-                 to convert, use trace-rescale --speed 0.001"
+                "timestamps look like seconds, not milliseconds: the trace would replay at 20128 requests/s on average \
+                 over its 3000 records, more than one replay process sends (about 10,000/s); \
+                 if they are seconds, convert with trace-rescale --speed 0.001"
                     .to_string()
             ]
         );
-        // 20 records 2 "ms" apart: 19 gaps over 0.038 s, 500/s, more than
-        // the 20 records any 1 s window could hold.
-        let w = evidence((0..20).map(|i| f64::from(i * 2))).warnings();
-        assert_eq!(
-            w,
-            vec![
-                "timestamps look like seconds, not milliseconds: all 20 records fall within 38 ms, \
-                 a mean of 500 requests/s that no second of the trace reaches; \
-                 as seconds the trace spans 38 s; to convert, use trace-rescale --speed 0.001"
-                    .to_string()
-            ]
+    }
+
+    #[test]
+    fn short_and_fast_traces_in_milliseconds_pass() {
+        // The bundled trace's first 20 records at 4x: ten at 0, ten at
+        // 750 ms, 25 requests/s over 0.75 s (this warned before).
+        let burst = (0..20).map(|i| if i < 10 { 0.0 } else { 750.0 });
+        assert!(evidence(burst).warnings().is_empty());
+        // 20 records 2 ms apart: 500/s, a burst, not seconds.
+        assert!(
+            evidence((0..20).map(|i| f64::from(i * 2)))
+                .warnings()
+                .is_empty()
+        );
+        // 10,000 records at 5,000/s (every gap 0.2 ms, under 1 ms).
+        let fast = (0..10_000).map(|i| f64::from(i) * 0.2);
+        assert!(evidence(fast).warnings().is_empty());
+        // 99 records at 20,000/s: too few to say.
+        assert!(
+            evidence((0..99).map(|i| f64::from(i) * 0.05))
+                .warnings()
+                .is_empty()
         );
     }
 

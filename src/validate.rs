@@ -123,9 +123,17 @@ struct Diagnostics {
     printed: u64,
     errors: u64,
     warnings: u64,
+    /// Errors counted without a line of their own (a count says them).
+    summarized: u64,
 }
 
 impl Diagnostics {
+    /// An error that a summary line reports rather than one of its own.
+    fn summarized(&mut self) {
+        self.errors += 1;
+        self.summarized += 1;
+    }
+
     fn error(&mut self, err: &Error) {
         self.errors += 1;
         if self.printed < self.max {
@@ -146,7 +154,7 @@ impl Diagnostics {
     }
 
     fn finish(&self) {
-        let hidden = self.errors + self.warnings - self.printed;
+        let hidden = self.errors + self.warnings - self.printed - self.summarized;
         if hidden > 0 {
             cli::note(format!(
                 "{hidden} more error{} and warning{} not shown (--max-errors {})",
@@ -175,6 +183,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         printed: 0,
         errors: 0,
         warnings: 0,
+        summarized: 0,
     };
     let mut stats = TraceStats::new(args.block_size, args.cache_blocks, report_format.is_some());
     let mut state = OrderState::default();
@@ -182,16 +191,32 @@ pub fn run(args: &Args) -> Result<Outcome> {
     let mut invalid = 0u64;
     let mut total = 0u64;
 
+    // Results given for a trace: the hint once per input, then a count.
+    let mut results_in: Vec<(std::sync::Arc<str>, u64)> = Vec::new();
     io::for_each_line(&inputs, |loc, line| {
         total += 1;
-        let rec = match Record::parse_at(line, loc) {
+        let rec = match Record::parse(line) {
             Ok(rec) => rec,
             Err(e) => {
                 invalid += 1;
-                diag.error(&e);
+                diag.error(&e.at(loc));
                 return Ok(());
             }
         };
+        if let Some(e) = rec.results_not_trace() {
+            invalid += 1;
+            match results_in.iter_mut().find(|(s, _)| *s == loc.source) {
+                Some((_, n)) => {
+                    *n += 1;
+                    diag.summarized();
+                }
+                None => {
+                    results_in.push((loc.source.clone(), 1));
+                    diag.error(&e.at(loc));
+                }
+            }
+            return Ok(());
+        }
         field_errors.clear();
         let checked = record::check(&rec, args.block_size, &mut field_errors);
         let follows = state
@@ -254,6 +279,13 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // Under --strict, the error below says it.
     if total == 0 && !args.strict {
         cli::warn_empty_input();
+    }
+    for (source, n) in &results_in {
+        if *n > 1 {
+            cli::note(format!(
+                "{source}: {n} result records in all, each an error (not a trace)"
+            ));
+        }
     }
     for msg in stats.time_warnings() {
         diag.warning(None, &msg);
@@ -458,8 +490,14 @@ impl TraceStats {
         self.time.mean_rate()
     }
 
+    /// The most records in one second of the trace, and never below the
+    /// mean: a trace shorter than a second (or a burst cut in two by the
+    /// window's edge) has a mean above any one window's count, and its
+    /// busiest second is then at least as busy as its mean.
     fn peak_rate(&self) -> Option<u64> {
-        self.per_second.values().copied().max()
+        let busiest = self.per_second.values().copied().max()?;
+        let mean = self.mean_rate().map_or(0, |r| (r - 1e-9).ceil() as u64);
+        Some(busiest.max(mean))
     }
 
     fn time_warnings(&self) -> Vec<String> {
@@ -548,7 +586,14 @@ impl TraceStats {
             "records",
             format!("{total} ({valid} valid, {} invalid)", total - valid),
         );
-        row("problems", format!("{errors} errors, {warnings} warnings"));
+        row(
+            "problems",
+            format!(
+                "{errors} error{}, {warnings} warning{}",
+                plural(errors),
+                plural(warnings)
+            ),
+        );
         match self.time.range() {
             Some((min, max)) => {
                 let d = max - min;
@@ -582,9 +627,10 @@ impl TraceStats {
             row(
                 "sessions",
                 format!(
-                    "{} ({} records), turns per session min {} mean {} max {}",
+                    "{} ({} record{}), turns per session min {} mean {} max {}",
                     self.sessions.len(),
                     turns.total(),
+                    plural(turns.total() as u64),
                     turns.min().unwrap_or(0),
                     fixed(turns.mean().unwrap_or(0.0), 2),
                     turns.max().unwrap_or(0)
@@ -595,8 +641,10 @@ impl TraceStats {
             row(
                 "dependencies",
                 format!(
-                    "{} records wait for others (`after`); deepest chain {}, widest fan-out {}",
+                    "{} record{} wait{} for others (`after`); deepest chain {}, widest fan-out {}",
                     self.with_after,
+                    plural(self.with_after),
+                    if self.with_after == 1 { "s" } else { "" },
                     self.depth.values().max().copied().unwrap_or(0),
                     self.waiting_on.values().max().copied().unwrap_or(0)
                 ),
@@ -659,7 +707,7 @@ fn length_text(d: &IntDistribution) -> String {
     }
     let p = d.percentiles(&[50.0, 90.0, 99.0]);
     format!(
-        "min {} mean {} p50 {} p90 {} p99 {} max {} total {} ({} records)",
+        "min {} mean {} p50 {} p90 {} p99 {} max {} total {} ({} record{})",
         d.min().unwrap_or(0),
         fixed(d.mean().unwrap_or(0.0), 1),
         p[0].unwrap_or(0),
@@ -667,7 +715,8 @@ fn length_text(d: &IntDistribution) -> String {
         p[2].unwrap_or(0),
         d.max().unwrap_or(0),
         d.total(),
-        d.count()
+        d.count(),
+        plural(d.count())
     )
 }
 

@@ -30,6 +30,7 @@ pub mod otel;
 pub mod parquet;
 pub mod prefix;
 pub mod servegen;
+pub mod sharegpt;
 pub mod tracelab;
 
 use std::collections::{BTreeMap, HashMap};
@@ -300,6 +301,15 @@ pub const SOURCES: &[Source] = &[
         finish: Some(openai_batch::finish),
         takes_rate: true,
     },
+    Source {
+        name: "sharegpt",
+        help: "ShareGPT conversations (ShareGPT_V3 JSON, as vLLM's benchmark loads it): \
+               each conversation a session, each answer a request (no arrival times: see --rate)",
+        sniff: sharegpt::sniff,
+        read: sharegpt::read,
+        finish: None,
+        takes_rate: true,
+    },
 ];
 
 /// The `--from` value that asks for detection.
@@ -529,6 +539,8 @@ pub struct Ctx {
     pub traces_read: u64,
     /// `--rate`, for sources without arrival times that read it as they go.
     pub rate: Option<f64>,
+    /// ShareGPT conversations read, across inputs (their order sets their start).
+    conversations: u64,
 }
 
 impl Ctx {
@@ -549,6 +561,7 @@ impl Ctx {
             trace_sessions: HashMap::new(),
             traces_read: 0,
             rate: args.rate,
+            conversations: 0,
         }
     }
 
@@ -763,10 +776,14 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
                 .filter(|s| s.takes_rate)
                 .map(|s| s.name)
                 .collect();
+            let takers = match takers.split_last() {
+                Some((last, [])) => last.to_string(),
+                Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+                None => String::new(),
+            };
             return Err(Error::usage(format!(
                 "--rate applies to {} input only; {} input has its own arrival times",
-                takers.join(" and "),
-                source.name
+                takers, source.name
             )));
         }
         (source.read)(reader, name, &mut ctx)?;

@@ -188,6 +188,15 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         WallClock::new().map_err(|e| Error::msg(format!("cannot create a timer: {e}")))?
     };
 
+    let endpoint = clap::ValueEnum::to_possible_value(&plan.body.endpoint)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let mut sink = sink;
+    sink.settings(&crate::run_info::RunInfo::now(
+        Some(target.url.as_str()),
+        &endpoint,
+        plan.body.model.as_deref(),
+    ));
     let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let shared = Arc::new(Shared::new(control_tx, progress_bar(&plan)));
     if let Some(limit) = plan.pacing.limit {

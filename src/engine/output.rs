@@ -14,6 +14,7 @@ use crate::cli;
 use crate::error::{Error, Result};
 use crate::io::Output;
 use crate::result::{Measure, ResultRecord, Status};
+use crate::run_info::RunInfo;
 
 /// Where a run's results go, one at a time, in the order they are
 /// written.
@@ -34,34 +35,50 @@ pub trait Sink: Send + 'static {
     fn may_block(&self) -> bool {
         false
     }
+
+    /// The run's settings, once its server is known, before any result:
+    /// a sink that writes results where a person keeps them keeps these
+    /// beside them.
+    fn settings(&mut self, _info: &RunInfo) {}
 }
 
 /// The result records as NDJSON: one line per result, flushed as it
 /// comes, credentials redacted.
-pub struct Ndjson(Output);
+pub struct Ndjson {
+    out: Output,
+    path: Option<std::path::PathBuf>,
+}
 
 impl Ndjson {
     /// Results to `path` (`None` or `-`: standard output; `.gz`: gzip).
     pub fn open(path: Option<&std::path::Path>) -> Result<Ndjson> {
         let mut out = Output::open(path)?;
         out.set_line_flush(true);
-        Ok(Ndjson(out))
+        Ok(Ndjson {
+            out,
+            path: path.map(std::path::Path::to_path_buf),
+        })
     }
 }
 
 impl Sink for Ndjson {
     fn take(&mut self, r: &ResultRecord) -> Result<bool> {
         let line = r.to_json_line();
-        self.0.write_line(cli::redact(&line).as_bytes())?;
+        self.out.write_line(cli::redact(&line).as_bytes())?;
         Ok(false)
     }
 
     fn finish(self: Box<Self>) -> Result<()> {
-        self.0.finish()
+        self.out.finish()
     }
 
     fn may_block(&self) -> bool {
-        !self.0.is_file()
+        !self.out.is_file()
+    }
+
+    /// Beside the results file (or the file standard output is).
+    fn settings(&mut self, info: &RunInfo) {
+        info.write_beside(self.path.as_deref());
     }
 }
 
@@ -82,6 +99,11 @@ impl<A: Sink, B: Sink> Sink for (A, B) {
 
     fn may_block(&self) -> bool {
         self.0.may_block() || self.1.may_block()
+    }
+
+    fn settings(&mut self, info: &RunInfo) {
+        self.0.settings(info);
+        self.1.settings(info);
     }
 }
 

@@ -426,6 +426,30 @@ fn diagnose(line: &str, err: &serde_json::Error) -> FieldError {
             return e;
         }
     }
+    // A trace given where results are read: say so, and what makes results.
+    if !rec.contains("sent_ms") && !rec.contains("status") {
+        // The trace's own fields, which no result has.
+        let trace_only = [
+            "timestamp",
+            "hash_ids",
+            "text_input",
+            "messages",
+            "payload",
+            "delay",
+        ];
+        let trace_fields: Vec<&str> = trace_only
+            .into_iter()
+            .filter(|f| rec.contains(f))
+            .take(2)
+            .collect();
+        if !trace_fields.is_empty() {
+            return FieldError::record(format!(
+                "this looks like a trace (has `{}`), not trace-replay results: replay it first, \
+                 as in trace-replay --sim TRACE | trace-summarize",
+                trace_fields.join("`, `")
+            ));
+        }
+    }
     for (k, field) in FIELDS.iter().enumerate() {
         if REQUIRED & (1 << k) != 0 && !rec.contains(field.name) {
             return FieldError::new(field.name, "missing: every result has one");

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::io::{self, Output};
 use crate::metrics::FoldOptions;
 use crate::report::{self, ReportOptions, Style, percentile_key};
+use crate::run_info::RunInfo;
 
 /// One column: a setup (or one `--by` group of it) and the report of each
 /// of its runs.
@@ -19,6 +20,8 @@ struct Column {
     name: String,
     files: Vec<String>,
     reports: Vec<Value>,
+    /// The settings kept beside its files.
+    settings: Vec<(String, RunInfo)>,
 }
 
 /// A figure over the runs of one column.
@@ -134,6 +137,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
                 name: setup_name,
                 files: files.clone(),
                 reports: whole,
+                settings: super::runs::of_inputs(files),
             });
         } else {
             for (k, reports) in by_group {
@@ -146,6 +150,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
                     name,
                     files: files.clone(),
                     reports,
+                    settings: super::runs::of_inputs(files),
                 });
             }
         }
@@ -170,6 +175,8 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
                 .collect()
         })
         .collect();
+    let settings: Vec<(String, RunInfo)> =
+        columns.iter().flat_map(|c| c.settings.clone()).collect();
     if let Some(path) = &args.plot {
         let summary = if plot::is_html(path) {
             to_text(&columns, &paths, &spreads, Style::Markdown)
@@ -181,7 +188,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
             &plot_runs,
             &super::plot_options(args),
             &plot::ServerSeries::default(),
-            &super::page(args, summary),
+            &super::page(args, summary, &settings),
         )?;
     }
     let text = match args.format {
@@ -238,10 +245,12 @@ fn to_json(columns: &[Column], paths: &[String], spreads: &[Vec<Option<Spread>>]
                 };
                 figures.insert(p.clone(), v);
             }
+            let settings: Vec<Value> = c.settings.iter().map(|(_, r)| r.to_value()).collect();
             json!({
                 "name": c.name,
                 "files": c.files,
                 "runs": c.reports.len(),
+                "run_settings": settings,
                 "figures": figures,
                 "reports": c.reports,
             })
@@ -348,6 +357,9 @@ fn to_text(
             Style::Plain => out.push_str(&format!("{n}\n")),
             Style::Markdown => out.push_str(&format!("_{n}_\n\n")),
         }
+    }
+    for c in columns {
+        out.push_str(&super::runs::text(&c.settings, style));
     }
     out.push('\n');
     let mut header = vec!["figure".to_string(), columns[0].name.clone()];

@@ -31,24 +31,9 @@ pub struct Page {
 }
 
 /// This process's command line, each argument quoted where a shell would
-/// need it.
+/// need it, credentials redacted.
 pub fn command_line() -> String {
-    std::env::args_os()
-        .map(|a| shell_quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_./=,:@%+-".contains(c));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
+    crate::run_info::command_line(std::env::args())
 }
 
 /// Text made safe for HTML content and attribute values.
@@ -317,8 +302,8 @@ mod tests {
             escape("<b a=\"x\">&'"),
             "&lt;b a=&quot;x&quot;&gt;&amp;&#39;"
         );
-        assert_eq!(shell_quote("run.ndjson"), "run.ndjson");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(crate::run_info::shell_quote("run.ndjson"), "run.ndjson");
+        assert_eq!(crate::run_info::shell_quote("it's"), r"'it'\''s'");
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod html;
 pub mod plot;
 pub mod requests;
+mod runs;
 mod server;
 pub mod sheets;
 
@@ -409,7 +410,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
         scrapes = server::read(path)?;
         overall_report.server = Some(ServerSection::of(&scrapes, args.window));
     }
-    let overall_json = overall_report.to_value();
+    let settings = runs::of_inputs(&args.input.files);
+    let mut overall_json = overall_report.to_value();
+    runs::insert_json(&mut overall_json, &settings);
     let group_reports: Vec<(String, Report)> = groups
         .iter()
         .map(|(k, a)| (k.clone(), Report::of(a, &report_opts)))
@@ -428,6 +431,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let mut summary = String::new();
         if plot::is_html(path) {
             summary = text_report(args, &reports, &report_opts, Style::Markdown);
+            summary = runs::after_heading(summary, &settings, Style::Markdown);
             if let Some(server) = &overall_report.server {
                 summary.push_str(&server::to_text(server, true));
             }
@@ -437,10 +441,17 @@ pub fn run(args: &Args) -> Result<Outcome> {
             &runs,
             &plot_options(args),
             &server::plot_series(&scrapes),
-            &page(args, summary),
+            &page(args, summary, &settings),
         )?;
     }
     let mut text = render(args, &reports, &report_opts);
+    if matches!(args.format, Format::Table | Format::Markdown) {
+        let style = match args.format {
+            Format::Markdown => Style::Markdown,
+            _ => Style::Plain,
+        };
+        text = runs::after_heading(text, &settings, style);
+    }
     if let (Some(server), Format::Table | Format::Markdown) = (&overall_report.server, args.format)
     {
         text.push_str(&server::to_text(server, args.format == Format::Markdown));
@@ -691,7 +702,11 @@ fn text_report(args: &Args, reports: &Reports, o: &ReportOptions, style: Style) 
 
 /// What the `--plot` web page says of the run besides its figures:
 /// `summary`, the report in Markdown (empty for an SVG plot).
-fn page(args: &Args, summary: String) -> html::Page {
+fn page(
+    args: &Args,
+    summary: String,
+    run_settings: &[(String, crate::run_info::RunInfo)],
+) -> html::Page {
     let mut settings = vec![(
         "convention".to_string(),
         args.convention
@@ -724,6 +739,7 @@ fn page(args: &Args, summary: String) -> html::Page {
             settings.push((name.to_string(), value));
         }
     }
+    settings.extend(runs::page_rows(run_settings));
     html::Page {
         command: html::command_line(),
         inputs: args.input.files.clone(),

@@ -572,7 +572,7 @@ fn bad_records_name_file_line_field_and_value() {
 fn unrecognised_input_lists_the_formats() {
     let run = Cmd::new("trace-convert").stdin("hello, world\n").run();
     run.code(2);
-    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, servegen, mooncake, azure, burstgpt, bailian, openai-batch\n");
+    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt\n");
 }
 
 #[test]
@@ -754,7 +754,7 @@ fn openai_batch_joins_input_output_and_errors() {
         .args(["--rate", "2", &fixture("BurstGPT_v1_6col.constructed.csv")])
         .run();
     run.code(2);
-    run.stderr_has("trace-convert: error: --rate applies to servegen and openai-batch input only; burstgpt input has its own arrival times");
+    run.stderr_has("trace-convert: error: --rate applies to servegen, openai-batch and sharegpt input only; burstgpt input has its own arrival times");
 }
 
 #[test]
@@ -1127,4 +1127,80 @@ fn a_damaged_parquet_file_is_an_error_naming_it_never_a_panic() {
             run.stderr
         );
     }
+}
+
+/// ShareGPT (ShareGPT_V3's layout): each conversation a session of its
+/// answered turns, each turn's prompt every message before its answer.
+#[test]
+fn sharegpt_conversations_are_sessions_of_their_real_messages() {
+    let dir = TestDir::new("sharegpt");
+    let real = fixture("ShareGPT_V3_unfiltered_cleaned_split.entry0-head6.json");
+    // A second input (JSONL), written here: a system message, a question
+    // left unanswered at the end, and an unknown speaker in a third entry.
+    let second = dir.write(
+        "more.jsonl",
+        concat!(
+            r#"{"id": "c2", "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello there"}, {"from": "human", "value": "Bye"}]}"#,
+            "\n"
+        ),
+    );
+    let run = convert(&[
+        "--from",
+        "sharegpt",
+        "--keep-messages",
+        "--rate",
+        "2",
+        &real,
+        second.to_str().unwrap(),
+    ]);
+    valid(&run);
+    let recs = run.json_lines();
+    assert_eq!(recs.len(), 4, "{}", run.stdout_str());
+    let source: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    let turns = source[0]["conversations"].as_array().unwrap();
+    let o200k = tracekit::tokenizer::Tokenizer::load("o200k_base").unwrap();
+    for (k, rec) in recs[..3].iter().enumerate() {
+        // Conversation 0 starts at 0; its turns follow each other at once.
+        assert_eq!(rec["timestamp"], 0);
+        assert_eq!(rec["session_id"], "QWJhYvA_0");
+        assert_eq!(rec["id"], format!("QWJhYvA_0/{}", k + 1));
+        if k > 0 {
+            assert_eq!(rec["delay"], 0);
+        }
+        // Turn k's prompt: the 2k + 1 messages before its answer.
+        let messages = rec["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2 * k + 1);
+        for (m, t) in messages.iter().zip(turns) {
+            let role = if t["from"] == "human" {
+                "user"
+            } else {
+                "assistant"
+            };
+            assert_eq!(m["role"], role);
+            assert_eq!(m["content"], t["value"]);
+        }
+        let answer = turns[2 * k + 1]["value"].as_str().unwrap();
+        assert_eq!(rec["output_length"], o200k.count(answer).unwrap() as u64);
+    }
+    // Conversation 1 at 1 / 2 s: one answered turn, its system message kept.
+    let c2 = &recs[3];
+    assert_eq!(c2["timestamp"], 500);
+    assert_eq!(c2["id"], "c2/1");
+    assert_eq!(
+        c2["messages"],
+        json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    );
+    // A speaker ShareGPT does not have: the entry, the field and the value.
+    let bad = dir.write(
+        "bad.json",
+        r#"[{"id": "x", "conversations": [{"from": "human", "value": "a"}, {"from": "robot", "value": "b"}]}]"#,
+    );
+    Cmd::new("trace-convert")
+        .args(["--from", "sharegpt", bad.to_str().unwrap()])
+        .run()
+        .code(2)
+        .stderr_has("field `conversations[1].from`: expected \"human\", \"gpt\" or \"system\", found \"robot\"");
+    // Found by its content, too.
+    let auto = convert(&["--keep-messages", &real]);
+    assert_eq!(auto.json_lines().len(), 3);
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 10] = [
     "convert",
     "validate",
     "slice",
@@ -13,6 +13,7 @@ const TOOLS: [&str; 9] = [
     "summarize",
     "sim",
     "sweep",
+    "generate",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -163,12 +163,12 @@ fn results_given_as_a_trace_are_refused_by_every_tool_that_reads_traces() {
             "{args:?}"
         );
     }
-    // The checker reports every such line.
+    // The checker counts every such line, and gives the hint once per input.
     let run = dir.cmd("trace-validate").arg("run.ndjson").run();
     run.code(1);
     assert!(
         run.stderr.starts_with(&format!(
-            "trace-validate: run.ndjson:1: {why}\ntrace-validate: run.ndjson:2: {why}\n"
+            "trace-validate: run.ndjson:1: {why}\ntrace-validate: note: run.ndjson: 2 result records in all, each an error (not a trace)\n"
         )),
         "{}",
         run.stderr

@@ -1490,14 +1490,15 @@ fn trace_at(timestamps: impl Iterator<Item = u64>) -> String {
 #[test]
 fn timestamps_that_look_like_seconds_are_warned_of_before_the_run() {
     const SECONDS: &str = "trace-replay: warning: timestamps look like seconds, not milliseconds: \
-        all 20 records fall within 38 ms, a mean of 500 requests/s that no second of the trace \
-        reaches; as seconds the trace spans 38 s; to convert, use trace-rescale --speed 0.001\n";
-    // 20 records 2 "ms" apart: 19 gaps in 38 ms is 500/s, more than the 20
-    // records any second could hold. The whole trace is weighed.
-    let input = trace_at((0..20).map(|i| i * 2));
+        the trace would replay at 22111 requests/s on average over its 200 records, more than one \
+        replay process sends (about 10,000/s); if they are seconds, convert with trace-rescale \
+        --speed 0.001\n";
+    // 200 records, twenty to each whole "ms" from 0 to 9: 199 gaps in 9 ms
+    // is 22,111/s, past what one process sends. The whole trace is weighed.
+    let input = trace_at((0..200).map(|i| i / 20));
     let run = replay(&["--sim"], &input);
     run.code(0);
-    assert_eq!(run.lines().len(), 20);
+    assert_eq!(run.lines().len(), 200);
     assert!(
         run.stderr.starts_with(SECONDS),
         "the warning comes before the run's own lines:\n{}",
@@ -1513,10 +1514,13 @@ fn timestamps_that_look_like_seconds_are_warned_of_before_the_run() {
     let run = replay(&["--dry-run"], &trace_at((0..2000).map(|i| i / 10)));
     run.code(0).stderr_is(
         "trace-replay: warning: timestamps look like seconds, not milliseconds: the trace would \
-         replay at 10029 requests/s on average; to convert, use trace-rescale --speed 0.001 \
+         replay at 10029 requests/s on average over its 1024 records, more than one replay process \
+         sends (about 10,000/s); if they are seconds, convert with trace-rescale --speed 0.001 \
          (judged from the first 1024 records)\n",
     );
-    // Milliseconds: nothing to say.
+    // A short burst (20 records 2 ms apart, 500/s) and milliseconds: nothing to say.
+    let run = replay(&["--dry-run"], &trace_at((0..20).map(|i| i * 2)));
+    run.code(0).stderr_is("");
     let run = replay(&["--dry-run"], &trace_at((0..20).map(|i| i * 200)));
     run.code(0).stderr_is("");
 }

@@ -497,7 +497,7 @@ percentiles exact (nearest rank); warmup results excluded (0)
 duration                 2 s
 request throughput       1 requests/s
 output token throughput  2.5 tokens/s (5 tokens)
-total token throughput   7.5 tokens/s (10 prompt tokens)
+total token throughput   7.5 tokens/s (10 prompt + 5 output tokens: 66.7% prompt)
 peak output tokens/s     4 (1 s buckets)
 peak requests in flight  1
 

@@ -22,6 +22,7 @@ pub fn bin(name: &str) -> PathBuf {
         "trace-replay" => env!("CARGO_BIN_EXE_trace-replay"),
         "trace-sim" => env!("CARGO_BIN_EXE_trace-sim"),
         "trace-sweep" => env!("CARGO_BIN_EXE_trace-sweep"),
+        "trace-gen" => env!("CARGO_BIN_EXE_trace-gen"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(path)

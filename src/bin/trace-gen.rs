@@ -1,0 +1,5 @@
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tracekit::cli::main("trace-gen", tracekit::generate::run)
+}
