@@ -143,6 +143,9 @@ pub(super) struct Kept {
     arena: Arena,
     hashes: Vec<u64>,
     names: Names,
+    /// Sessions (by name) that are sessions only where they repeat
+    /// ([`Request::session_if_repeated`]).
+    if_repeated: std::collections::HashSet<u32>,
     pub(super) dropped: BTreeMap<&'static str, u64>,
     keep_failed: bool,
     keep_cache_hits: bool,
@@ -157,6 +160,7 @@ impl Kept {
             arena: Arena::default(),
             hashes: Vec::new(),
             names: Names::default(),
+            if_repeated: std::collections::HashSet::new(),
             dropped: BTreeMap::new(),
             keep_failed: args.keep_failed,
             keep_cache_hits: args.keep_cache_hits,
@@ -208,6 +212,9 @@ impl Kept {
             trace: req.trace_id.as_deref().map_or(NONE, |s| self.names.id(s)),
             passthrough: None,
         };
+        if req.session_if_repeated && held.session != NONE {
+            self.if_repeated.insert(held.session);
+        }
         if let Some(rec) = req.passthrough.take() {
             held.passthrough = Some(Box::new(rec));
         } else {
@@ -372,6 +379,7 @@ pub(super) fn write(args: &Args, kept: Kept, out: &mut Output) -> Result<Summary
         arena,
         hashes,
         names,
+        if_repeated,
         dropped,
         ..
     } = kept;
@@ -408,7 +416,15 @@ pub(super) fn write(args: &Args, kept: Kept, out: &mut Output) -> Result<Summary
     for c in calls.iter().filter(|c| c.session != NONE) {
         counts[c.session as usize] += 1;
     }
-    summary.sessions = counts.iter().filter(|&&n| n > 1).count() as u64;
+    // A session the log names is one even with a single call, unless its
+    // id is one the logger gives every call.
+    for (s, n) in counts.iter_mut().enumerate() {
+        if *n == 1 && if_repeated.contains(&(s as u32)) {
+            *n = 0;
+        }
+    }
+    drop(if_repeated);
+    summary.sessions = counts.iter().filter(|&&n| n > 0).count() as u64;
 
     let origin = if args.absolute {
         0
@@ -444,7 +460,7 @@ pub(super) fn write(args: &Args, kept: Kept, out: &mut Output) -> Result<Summary
         // Moved out, as the record is written only once.
         let pass = calls[i].passthrough.take();
         let c = &calls[i];
-        let session = c.session != NONE && counts[c.session as usize] > 1;
+        let session = c.session != NONE && counts[c.session as usize] > 0;
         let dep = if index.get(node) == Some(&i) {
             node += 1;
             deps[node - 1].as_ref()

@@ -72,6 +72,9 @@ struct Counters {
     schedule_ms: OnceLock<f64>,
     /// Until then, what the first and last lines of a plain file say.
     schedule_estimate_ms: OnceLock<f64>,
+    /// A token count beyond what a summary takes was written as null (and
+    /// said once).
+    huge_counts: AtomicBool,
 }
 
 /// State every thread shares.

@@ -28,6 +28,7 @@ mod slice;
 mod summarize;
 mod sweep;
 mod synth;
+mod trust;
 mod util;
 mod validate;
 mod xlsx;

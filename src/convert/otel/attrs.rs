@@ -100,7 +100,37 @@ pub(super) fn attributes(obj: &Object) -> std::result::Result<Object, FieldError
             ));
         }
     }
+    // AgentOps' trace export: its attributes nested, lists of messages
+    // as arrays (`gen_ai.prompt: [{role, content}]`): as the SDK set them,
+    // `gen_ai.prompt.0.role` and so on.
+    if let Some(Value::Object(map)) = obj.get("span_attributes") {
+        flatten_indexed("", map, &mut out);
+    }
     Ok(out)
+}
+
+/// Nested objects, and arrays of objects, to dotted (and indexed) names.
+fn flatten_indexed(prefix: &str, map: &Object, out: &mut Object) {
+    for (k, v) in map {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Value::Object(inner) => flatten_indexed(&key, inner, out),
+            Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let Value::Object(inner) = item {
+                        flatten_indexed(&format!("{key}.{i}"), inner, out);
+                    }
+                }
+            }
+            other => {
+                out.insert(key, other.clone());
+            }
+        }
+    }
 }
 
 pub(super) fn flatten(prefix: &str, map: &Object, out: &mut Object) {

@@ -17,6 +17,11 @@ pub(super) fn is_call<O: Fields>(obj: &O, attrs: &Attrs) -> bool {
     if let Some(Value::String(op)) = present(attrs, "gen_ai.operation.name") {
         return GENERATIONS.contains(&op.as_str());
     }
+    // AgentOps names its kinds (`llm`, `agent`, `workflow`…); its
+    // `span_kind` is OpenTelemetry's (Client, Internal), not Phoenix's.
+    if let Some(Value::String(k)) = present(attrs, "agentops.span.kind") {
+        return k == "llm";
+    }
     let kind = present(attrs, "openinference.span.kind").or_else(|| present(obj, "span_kind"));
     if let Some(Value::String(k)) = kind {
         return k.eq_ignore_ascii_case("LLM");
@@ -113,7 +118,12 @@ pub(super) fn times<O: Fields>(
         return Ok((start, start.zip(dur).map(|(s, d)| s + d)));
     }
     let start = time_named(obj, "startTimeUnixNano", ["startTime", "start_time"])?;
-    let end = time_named(obj, "endTimeUnixNano", ["endTime", "end_time"])?;
+    let mut end = time_named(obj, "endTimeUnixNano", ["endTime", "end_time"])?;
+    if end.is_none() && obj.field("span_attributes").is_some() {
+        // AgentOps: `duration` in nanoseconds.
+        let dur = time_ns(obj, "duration")?;
+        end = start.zip(dur).and_then(|(s, d)| s.checked_add(d));
+    }
     Ok((start, end))
 }
 

@@ -280,20 +280,44 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
                 .read_to_string(&mut text)
                 .map_err(|e| Error::io(&*source, e))?;
             let base = first_line - 1;
-            match serde_json::from_str::<Value>(&text) {
-                Ok(doc) => {
-                    st.text = Some(text);
-                    let loc = Location::new(source.clone(), first_line);
-                    document(ctx, &mut st, &loc, doc)?;
+            // One document, or several one after another (the SDKs'
+            // console exporter prints each span as an indented object).
+            let mut docs = Vec::new();
+            let mut stream = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
+            let mut failed = None;
+            loop {
+                let at = stream.byte_offset();
+                match stream.next() {
+                    None => break,
+                    Some(Ok(doc)) => {
+                        let skipped = text[at..].len() - text[at..].trim_start().len();
+                        let lines = text.as_bytes()[..at + skipped]
+                            .iter()
+                            .filter(|&&b| b == b'\n')
+                            .count() as u64;
+                        docs.push((first_line + lines, doc));
+                    }
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        break;
+                    }
                 }
-                Err(e) => {
-                    let loc = Location {
-                        source: source.clone(),
-                        line: base + e.line() as u64,
-                        column: Some(e.column() as u64),
-                    };
-                    ctx.bad(malformed(&loc, &e))?;
-                }
+            }
+            // A span's line is found by its id in a single document; each
+            // of several is at its own first line.
+            if docs.len() == 1 {
+                st.text = Some(text);
+            }
+            for (line, doc) in docs {
+                document(ctx, &mut st, &Location::new(source.clone(), line), doc)?;
+            }
+            if let Some(e) = failed {
+                let loc = Location {
+                    source: source.clone(),
+                    line: base + e.line() as u64,
+                    column: Some(e.column() as u64),
+                };
+                ctx.bad(malformed(&loc, &e))?;
             }
         }
     }
@@ -344,9 +368,14 @@ fn document(ctx: &mut Ctx, st: &mut State, loc: &Location, doc: Value) -> Result
                     return Ok(());
                 }
             }
-            if let Some(Value::Array(spans)) = obj.get("spans") {
-                for span in spans {
-                    one_span(ctx, st, loc, span)?;
+            if let Some(Value::Array(spans)) = obj.remove("spans") {
+                // AgentOps' trace export gives the trace id once, beside.
+                let trace = obj.get("trace").and_then(|t| t.get("trace_id")).cloned();
+                for mut span in spans {
+                    if let (Some(t), Value::Object(s)) = (&trace, &mut span) {
+                        s.entry("trace_id").or_insert_with(|| t.clone());
+                    }
+                    one_span(ctx, st, loc, &span)?;
                 }
                 return Ok(());
             }
@@ -485,6 +514,15 @@ struct Ids<'a> {
 
 fn text_of(v: Option<&Value>) -> Option<String> {
     match v? {
+        // The Python SDK's console exporter writes hex ids as `0x…`: the
+        // same id as OTLP's hex, which other exports of the span give.
+        Value::String(s)
+            if s.len() > 2
+                && s.starts_with("0x")
+                && s[2..].bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            Some(s[2..].to_string())
+        }
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
