@@ -116,6 +116,10 @@ pub struct LineReader {
     source: Arc<str>,
     buf: Vec<u8>,
     line: u64,
+    /// The decompressor failed: a compressed stream does not resume after
+    /// corrupt data (liblzma answers every later read with an internal
+    /// error), so the input ends there.
+    broken: bool,
 }
 
 impl LineReader {
@@ -131,6 +135,7 @@ impl LineReader {
             source,
             buf: Vec::with_capacity(4096),
             line: 0,
+            broken: false,
         }
     }
 
@@ -155,10 +160,14 @@ impl LineReader {
     pub fn next_line(&mut self) -> Result<Option<(u64, &str)>> {
         let end = loop {
             self.buf.clear();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|e| read_error(&self.source, self.line + 1, e))?;
+            if self.broken {
+                return Ok(None);
+            }
+            let n = self.reader.read_until(b'\n', &mut self.buf).map_err(|e| {
+                let err = read_error(&self.source, self.line + 1, e);
+                self.broken = matches!(err, Error::Record { .. });
+                err
+            })?;
             if n == 0 {
                 return Ok(None);
             }

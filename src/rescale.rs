@@ -534,6 +534,19 @@ fn tile(records: &[Record<'static>], until: f64, out: &mut Output) -> Result<()>
         ));
     }
     let period = span + span / (records.len() - 1) as f64;
+    // The limit --speed keeps, checked before anything is written: every
+    // tool reads what this writes. Only a trace near it needs the pass.
+    if origin + until > record::MAX_TIMESTAMP_MS {
+        let mut copy = 0u64;
+        while copy as f64 * period < until {
+            let shift = copy as f64 * period;
+            for &t in times.iter().filter(|&&t| t + shift - origin < until) {
+                record::within("timestamp", t, t + shift, record::MAX_TIMESTAMP_MS)
+                    .map_err(|e| Error::msg(format!("--loop: copy {}: {e}", copy + 1)))?;
+            }
+            copy += 1;
+        }
+    }
     let mut buf = Vec::with_capacity(1 << 16);
     let mut copy = 0u64;
     while copy as f64 * period < until {

@@ -7,7 +7,7 @@ use clap::{Parser, ValueEnum};
 use serde_json::json;
 
 use crate::cli::{self, InputArgs, Outcome, OutputArgs};
-use crate::error::{Error, FieldError, Location, Result};
+use crate::error::{Error, Location, Result};
 use crate::io::{self, Output};
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
 use crate::stats::IntDistribution;
@@ -225,31 +225,17 @@ pub fn run(args: &Args) -> Result<Outcome> {
         // A later turn takes its time from the turn it follows; only the
         // records that start something need the trace's timestamps.
         if !follows || rec.contains("timestamp") {
-            if let Some(e) = state.timestamp_presence(loc, rec.contains("timestamp")) {
+            if let Some(e) = state.presence.check(loc.line, rec.contains("timestamp")) {
                 field_errors.push(e);
             }
         }
-        let delta = rec
-            .get("message_mode")
-            .is_some_and(|m| m.get().trim() == "\"delta\"");
-        if delta && !follows {
-            field_errors.push(FieldError::new(
-                "message_mode",
-                "\"delta\" continues a conversation, but this record has no `after` and no \
-                 earlier turn of its `session_id`",
-            ));
-        }
-        for id in checked.after.iter().flatten() {
-            if !state.ids.contains(id) {
-                field_errors.push(FieldError::new(
-                    "after",
-                    format!(
-                        "{}: no earlier record has this `id` (a record waits only for records before it)",
-                        crate::error::quote_value(&serde_json::Value::from(id.as_str()).to_string())
-                    ),
-                ));
-            }
-        }
+        record::check_place(
+            &rec,
+            checked.after.as_deref(),
+            follows,
+            |id| state.ids.contains(id),
+            &mut field_errors,
+        );
         if let Some(id) = &checked.id {
             state.ids.insert(id.clone());
         }
@@ -325,7 +311,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
 /// Cross-record rules: all-or-none timestamps, non-decreasing order.
 #[derive(Default)]
 struct OrderState {
-    first_presence: Option<(bool, u64)>,
+    presence: record::Presence,
     last_timestamp: Option<f64>,
     turns: record::Turns,
     /// Every `id` seen, for `after` (memory grows with the records).
@@ -333,28 +319,6 @@ struct OrderState {
 }
 
 impl OrderState {
-    fn timestamp_presence(&mut self, loc: &Location, present: bool) -> Option<FieldError> {
-        match self.first_presence {
-            None => {
-                self.first_presence = Some((present, loc.line));
-                None
-            }
-            Some((first, _)) if first == present => None,
-            Some((first, line)) => Some(FieldError::new(
-                "timestamp",
-                if first {
-                    format!(
-                        "missing, but the first record (line {line}) has one: give every record a timestamp, or none"
-                    )
-                } else {
-                    format!(
-                        "present, but the first record (line {line}) has none: give every record a timestamp, or none"
-                    )
-                },
-            )),
-        }
-    }
-
     fn order_warning(&mut self, timestamp: Option<f64>) -> Option<String> {
         let t = timestamp?;
         let warning = match self.last_timestamp {

@@ -77,9 +77,17 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
             roots.insert(c, root);
         }
     }
+    // A chat alone in its session is no session: the log names none, the
+    // id is only its own.
+    let mut sizes: HashMap<i64, u32> = HashMap::new();
+    for &chat in parents.keys() {
+        *sizes.entry(roots[&chat]).or_insert(0) += 1;
+    }
     for (chat, root) in roots {
-        ctx.trace_sessions
-            .insert(chat.to_string(), root.to_string());
+        if parents.contains_key(&chat) && sizes[&root] > 1 {
+            ctx.trace_sessions
+                .insert(chat.to_string(), root.to_string());
+        }
     }
     Ok(())
 }

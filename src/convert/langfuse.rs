@@ -7,7 +7,8 @@
 //! Langfuse logger sends them; times with the host's offset).
 //!
 //! Only GENERATION observations are requests; the others are counted and
-//! left out. Sessions come from the observation (`sessionId`), the
+//! left out, and so are wrappers of another generation and an observation
+//! read twice (see [`State::finish`]). Sessions come from the observation (`sessionId`), the
 //! downloaded trace, or trace records given as further inputs (the traces
 //! API response, the blob export's traces table), joined on the trace id.
 //! `latency` and `timeToFirstToken` are seconds in most exports and
@@ -16,6 +17,7 @@
 //! agrees is taken; a warning says when neither does (seconds are taken).
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ use serde_json::Value;
 use super::fields::{Object, count, instant, nested, number, present, string};
 use super::{Ctx, Fate, Head, Prompt, Request, container};
 use crate::error::{FieldError, Location, Result};
+use crate::text::plural;
 
 /// Langfuse's own keys (JSON), or its `traceId` and `startTime` columns
 /// (the UI's CSV export).
@@ -53,9 +56,85 @@ pub fn sniff(head: &Head) -> bool {
 
 /// Read Langfuse exports: JSON in any container shape, or the UI's CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    container::for_each_object_or_row(reader, source, ctx, None, |ctx, loc, obj| {
-        object(ctx, loc, obj, None)
-    })
+    let mut st = State::default();
+    container::for_each_object_or_row(reader, source.clone(), ctx, None, |ctx, loc, obj| {
+        object(ctx, &mut st, loc, obj, None)
+    })?;
+    st.finish(ctx, &source)
+}
+
+/// Per input: the generations, held until its end to find the wrappers
+/// among them, and every observation's parent.
+#[derive(Default)]
+struct State {
+    generations: Vec<Held>,
+    /// Observation id to its parent's (as 128-bit hashes).
+    parents: HashMap<u128, u128>,
+    /// Observation ids read: the same observation given twice (two
+    /// downloads of one trace, overlapping API pages) is read once.
+    seen: HashSet<u128>,
+    duplicates: u64,
+}
+
+/// A generation, with its id and whether it reports token usage.
+struct Held {
+    req: Request,
+    id: u128,
+    usage: bool,
+}
+
+/// An observation id as a 128-bit hash (0: none).
+fn id_key(id: Option<&str>) -> u128 {
+    id.map_or(0, |id| xxhash_rust::xxh3::xxh3_128(id.as_bytes()).max(1))
+}
+
+impl State {
+    /// Hand on the generations that are no wrapper: a generation with a
+    /// generation that reports usage among its descendants (Vercel's
+    /// `ai.generateText` over `ai.generateText.doGenerate`, an agent
+    /// observation with usage of its own) counts that call again, so the
+    /// innermost calls are kept.
+    fn finish(self, ctx: &mut Ctx, source: &str) -> Result<()> {
+        let State {
+            generations,
+            parents,
+            duplicates,
+            ..
+        } = self;
+        let ids: HashSet<u128> = generations.iter().map(|g| g.id).collect();
+        let mut wrappers: HashSet<u128> = HashSet::new();
+        for g in generations.iter().filter(|g| g.usage && g.id != 0) {
+            let mut at = parents.get(&g.id).copied();
+            // A bound on the walk: parents may form a cycle.
+            for _ in 0..10_000 {
+                let Some(p) = at else { break };
+                if ids.contains(&p) && !wrappers.insert(p) {
+                    break;
+                }
+                at = parents.get(&p).copied();
+            }
+        }
+        let mut left_out = Vec::new();
+        if !wrappers.is_empty() {
+            let n = wrappers.len() as u64;
+            left_out.push(format!("{n} wrapper{} of another generation", plural(n)));
+        }
+        if duplicates > 0 {
+            left_out.push(format!(
+                "{duplicates} duplicate{} (an observation id read before)",
+                plural(duplicates)
+            ));
+        }
+        if !left_out.is_empty() {
+            crate::cli::note(format!("{source}: left out {}", left_out.join(", ")));
+        }
+        for g in generations {
+            if !wrappers.contains(&g.id) {
+                ctx.push(g.req)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn first_of(obj: &Object, keys: &[&str]) -> Option<String> {
@@ -63,7 +142,13 @@ fn first_of(obj: &Object, keys: &[&str]) -> Option<String> {
 }
 
 /// An observation, a trace, or a downloaded trace holding observations.
-fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> Result<()> {
+fn object(
+    ctx: &mut Ctx,
+    st: &mut State,
+    loc: &Location,
+    obj: Object,
+    session: Option<&str>,
+) -> Result<()> {
     if let (Some(Value::Array(observations)), Some(trace)) =
         (obj.get("observations"), obj.get("trace"))
     {
@@ -74,7 +159,7 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
             .map(str::to_string);
         for o in observations {
             match o {
-                Value::Object(o) => object(ctx, loc, o.clone(), session.as_deref())?,
+                Value::Object(o) => object(ctx, st, loc, o.clone(), session.as_deref())?,
                 other => ctx.bad(
                     FieldError::new(
                         "observations",
@@ -105,7 +190,7 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
                 (Some("generation-create"), Some(body)) => {
                     let mut body = body.clone();
                     body.insert("type".into(), Value::String("GENERATION".into()));
-                    object(ctx, loc, body, session)?;
+                    object(ctx, st, loc, body, session)?;
                 }
                 _ => {}
             }
@@ -126,6 +211,18 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
         }
         return Ok(());
     }
+    let id = id_key(first_of(&obj, &["id"]).as_deref());
+    if id != 0 {
+        if !st.seen.insert(id) {
+            st.duplicates += 1;
+            return Ok(());
+        }
+        let parent =
+            id_key(first_of(&obj, &["parentObservationId", "parent_observation_id"]).as_deref());
+        if parent != 0 {
+            st.parents.insert(id, parent);
+        }
+    }
     let mut warnings = Vec::new();
     match observation(&obj, loc, &mut warnings) {
         Ok((mut req, naive)) => {
@@ -138,7 +235,13 @@ fn object(ctx: &mut Ctx, loc: &Location, obj: Object, session: Option<&str>) -> 
             if req.session.is_none() {
                 req.session = session.map(str::to_string);
             }
-            ctx.push(req)
+            if req.fate == Fate::NotGeneration {
+                return ctx.push(req);
+            }
+            let usage = req.observed.prompt_tokens.is_some_and(|n| n > 0)
+                || req.observed.completion_tokens.is_some_and(|n| n > 0);
+            st.generations.push(Held { req, id, usage });
+            Ok(())
         }
         Err(e) => ctx.bad(e.at(loc)),
     }
@@ -254,6 +357,20 @@ fn observation(
         req.fate = Fate::NotGeneration;
         return Ok((req, None));
     }
+    // An end before the start (or a number of seconds far from it) is no
+    // end: it would give the next call an impossible delay.
+    let end = match end {
+        Some(e) if e < start => {
+            let raw = present(obj, "endTime").or_else(|| present(obj, "end_time"));
+            warnings.push(format!(
+                "field `endTime`: {} is before startTime; ignored (no end time for this \
+                 generation, and no call waits for it)",
+                crate::error::quote_value(&raw.map(Value::to_string).unwrap_or_default())
+            ));
+            None
+        }
+        e => e,
+    };
     req.end_ns = end;
     let latency = number(obj, "latency")?;
     let measured_e2e = end

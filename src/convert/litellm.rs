@@ -1,6 +1,7 @@
 //! LiteLLM logs: StandardLoggingPayload objects (what callbacks and the
 //! S3/GCS loggers write) and LiteLLM_SpendLogs rows (the proxy database:
-//! `psql \copy … CSV HEADER` exports, the `/spend/logs` API's JSON, and
+//! `psql \copy … CSV HEADER` exports, `pg_dump`'s plain dumps of the table
+//! (see [`super::sql_dump`]), the `/spend/logs` API's JSON, and
 //! SpendLogsPayload objects). The two are told apart per object: a row has
 //! `request_id`.
 //!
@@ -19,8 +20,9 @@ use serde_json::Value;
 
 use super::container::{self, Fields};
 use super::fields::{self, Object, count, flag, instant, nested, present, string};
+use super::sql_dump;
 use super::{Ctx, Fate, Head, Prompt, Request};
-use crate::error::{FieldError, Location, Result};
+use crate::error::{Error, FieldError, Location, Result};
 
 /// What LiteLLM writes in place of a prompt when message logging is off.
 const REDACTED: &str = "redacted-by-litellm";
@@ -89,6 +91,8 @@ pub fn sniff(head: &Head) -> bool {
             ]
             .iter()
             .any(|other| other(head))
+    } else if sql_dump::starts(head.text) {
+        head.contains(SPEND_LOGS)
     } else {
         head.has_columns(&["request_id", "startTime"])
             && !azure::sniff(head)
@@ -96,8 +100,16 @@ pub fn sniff(head: &Head) -> bool {
     }
 }
 
-/// Read LiteLLM logs: JSON in any container shape, or a SpendLogs CSV.
-pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+/// The proxy's table of requests.
+const SPEND_LOGS: &str = "LiteLLM_SpendLogs";
+
+/// Read LiteLLM logs: JSON in any container shape, or SpendLogs as CSV or
+/// as a PostgreSQL dump.
+pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let head = reader.fill_buf().map_err(|e| Error::io(&*source, e))?;
+    if sql_dump::starts(&String::from_utf8_lossy(&head[..head.len().min(64 * 1024)])) {
+        return sql_dump::for_each_row(reader, source, ctx, SPEND_LOGS, convert_object);
+    }
     container::for_each_object_or_row(reader, source, ctx, Some(&KEYS), convert_object)
 }
 
@@ -278,13 +290,16 @@ fn payload(
         _ => string(obj, "id")?,
     };
     let metadata = nested(obj, "metadata");
-    req.session = string(obj, "trace_id")?.or_else(|| {
-        metadata
+    req.session = string(obj, "trace_id")?;
+    // LiteLLM makes up a trace id for every call not given one.
+    req.session_if_repeated = req.session.is_some();
+    if req.session.is_none() {
+        req.session = metadata
             .as_ref()
             .and_then(|m| m.pointer("/requester_metadata/session_id"))
             .and_then(Value::as_str)
-            .map(str::to_string)
-    });
+            .map(str::to_string);
+    }
     if failed(obj)? {
         req.fate = Fate::Failed;
     } else if flag(obj, "cache_hit")? == Some(true) {
@@ -338,7 +353,9 @@ fn spend_log(
         Some(id) => Some(id),
         None => string(obj, "request_id")?,
     };
+    // SpendLogs' session_id is the call's trace id (made up when not given).
     req.session = string(obj, "session_id")?;
+    req.session_if_repeated = true;
     let status_failed = failed(obj)?
         || metadata
             .as_ref()

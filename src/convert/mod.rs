@@ -31,6 +31,7 @@ pub mod parquet;
 pub mod prefix;
 pub mod servegen;
 pub mod sharegpt;
+pub mod sql_dump;
 pub mod tracelab;
 
 use std::collections::{BTreeMap, HashMap};
@@ -79,9 +80,10 @@ Examples:
 /// files (in TMPDIR) and merges them.
 ///
 /// Failed requests and LiteLLM response-cache hits are left out and counted
-/// unless --keep-failed / --keep-cache-hits. Session ids that occur once
-/// are not sessions; a later turn of a session gets `delay`, its start
-/// minus the previous turn's end. Without --keep-messages no prompt text is
+/// unless --keep-failed / --keep-cache-hits. A session id the log gives is
+/// written, even on a session's only call (LiteLLM's trace ids, random per
+/// call, only where they repeat); a later turn of a session gets `delay`,
+/// its start minus the previous turn's end. Without --keep-messages no prompt text is
 /// written: where the log has the prompt, `hash_ids` are computed from its
 /// tokens in 512-token blocks, so shared prefixes stay visible.
 ///
@@ -199,7 +201,7 @@ pub const SOURCES: &[Source] = &[
     Source {
         name: "litellm",
         help: "LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows \
-               (CSV export, `/spend/logs` JSON)",
+               (CSV export, PostgreSQL dump, `/spend/logs` JSON)",
         sniff: litellm::sniff,
         read: litellm::read,
         finish: None,
@@ -439,8 +441,11 @@ pub struct Request {
     pub output_length: u64,
     /// The request's max_tokens, for failures kept with --keep-failed.
     pub max_tokens: Option<u64>,
-    /// Session id as the log gives it (kept only if it repeats).
+    /// Session id as the log gives it.
     pub session: Option<String>,
+    /// The session is an id the logger gives every call it is not told
+    /// one for (LiteLLM's trace id): a session only where it repeats.
+    pub session_if_repeated: bool,
     /// Model the client asked for.
     pub model: Option<String>,
     /// The log's request id.
@@ -493,6 +498,7 @@ impl Request {
             output_length: 0,
             max_tokens: None,
             session: None,
+            session_if_repeated: false,
             model: None,
             id: None,
             trace_id: None,

@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::{Ctx, Head, Request};
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::io::LineReader;
 use crate::record::{self, DEFAULT_BLOCK_SIZE, Record};
 
@@ -25,8 +25,7 @@ pub fn sniff(head: &Head) -> bool {
 /// Read a Mooncake JSONL trace.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let mut lines = LineReader::new(reader, source);
-    // Whether the trace has timestamps, from its first record.
-    let mut timed: Option<bool> = None;
+    let mut presence = record::Presence::default();
     let mut turns = record::Turns::default();
     let mut session_start: HashMap<String, i64> = HashMap::new();
     let mut id_start: HashMap<String, i64> = HashMap::new();
@@ -51,7 +50,7 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
         };
         let mut errors = Vec::new();
         let checked = record::check(&rec, DEFAULT_BLOCK_SIZE, &mut errors);
-        if let Some(mut first) = errors.into_iter().next() {
+        if let Some(mut first) = errors.drain(..).next() {
             // The validator's hint names its own flag; Mooncake blocks are 512 tokens.
             if let Some(cut) = first.msg.find("; if the trace uses another block size") {
                 first.msg.truncate(cut);
@@ -61,7 +60,31 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
             continue;
         }
         let follows = turns.follows(checked.session_id.as_deref(), checked.after.is_some());
-        let timed = *timed.get_or_insert(checked.timestamp.is_some());
+        // The rules trace-validate applies across records, on the order
+        // written (by arrival): what it refuses is not converted.
+        record::check_place(
+            &rec,
+            checked.after.as_deref(),
+            follows,
+            |id| id_start.contains_key(id),
+            &mut errors,
+        );
+        if let Some(first) = errors.into_iter().next() {
+            ctx.bad(first.at(&loc))?;
+            continue;
+        }
+        if let Some(e) = arrives_first(&checked, &rec, &id_start, &session_start) {
+            ctx.bad(e.at(&loc))?;
+            continue;
+        }
+        // Timestamps on all records or none, as trace-validate wants
+        // (records that follow another may go without in a timed trace).
+        if !follows || checked.timestamp.is_some() {
+            if let Some(e) = presence.check(loc.line, checked.timestamp.is_some()) {
+                ctx.bad(e.at(&loc))?;
+                continue;
+            }
+        }
         let start_ns = match checked.timestamp {
             Some(ms) => (ms * 1e6).round() as i64,
             // A later turn keeps its place in the file, and never goes
@@ -80,18 +103,9 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
                         .filter_map(|id| id_start.get(id).copied()),
                 )
                 .fold(last_start, i64::max),
-            // An untimed trace keeps its order.
-            None if !timed => 0,
-            None => {
-                ctx.bad(
-                    crate::error::FieldError::new(
-                        "timestamp",
-                        "is missing: a trace record needs its arrival time",
-                    )
-                    .at(&loc),
-                )?;
-                continue;
-            }
+            // An untimed trace keeps its order (the check above keeps
+            // records without one out of a timed trace).
+            None => 0,
         };
         last_start = start_ns;
         if let Some(s) = &checked.session_id {
@@ -107,4 +121,42 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
         req.passthrough = Some(rec.into_owned());
         ctx.push(req)?;
     }
+}
+
+/// A record that waits for one arriving after it (an `after` id, or for a
+/// `"delta"` turn the session's previous turn): sorted by arrival it would
+/// come first, before what it continues.
+fn arrives_first(
+    checked: &record::Checked,
+    rec: &Record,
+    id_start: &HashMap<String, i64>,
+    session_start: &HashMap<String, i64>,
+) -> Option<FieldError> {
+    let ms = checked.timestamp?;
+    let ts = (ms * 1e6).round() as i64;
+    let delta = rec
+        .get("message_mode")
+        .is_some_and(|m| m.get().trim() == "\"delta\"");
+    let (field, what, name, at) = match &checked.after {
+        Some(after) => after.iter().find_map(|id| {
+            let at = *id_start.get(id).filter(|&&at| at > ts)?;
+            Some(("after", "the record it waits for", id, at))
+        })?,
+        None if delta => {
+            let s = checked.session_id.as_ref()?;
+            let at = *session_start.get(s).filter(|&&at| at > ts)?;
+            ("session_id", "the previous turn of its session", s, at)
+        }
+        None => return None,
+    };
+    Some(FieldError::new(
+        field,
+        format!(
+            "{}: {what} arrives at {} ms, after this record's timestamp {} ms (written in order of \
+             arrival, this record would come before it)",
+            crate::error::quote_value(&serde_json::Value::from(name.as_str()).to_string()),
+            crate::text::format_ms(at as f64 / 1e6),
+            crate::text::format_ms(ms),
+        ),
+    ))
 }

@@ -629,6 +629,18 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                     });
                 }
                 result.start_time = crate::time::rfc3339(wall_sent);
+                if let Some((field, n)) = result.measure.drop_huge_counts() {
+                    if !shared.counters.huge_counts.swap(true, Ordering::Relaxed) {
+                        shared.print(|| {
+                            cli::warn(format!(
+                                "record {}: the server reported `usage.{field}` {n}, over the \
+                                 2^32 a summary takes: written as null (and so for any later \
+                                 count beyond it)",
+                                req.index + 1
+                            ))
+                        });
+                    }
+                }
                 internal::fail_point(Stage::Task, req.index);
                 // What a later turn continues: the messages sent, the answer.
                 let conversation = match (req.keep, req.messages_span) {

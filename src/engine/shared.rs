@@ -29,6 +29,9 @@ pub(super) struct Counters {
     pub(super) schedule_ms: OnceLock<f64>,
     /// Until then, what the first and last lines of a plain file say.
     pub(super) schedule_estimate_ms: OnceLock<f64>,
+    /// A token count beyond what a summary takes was written as null (and
+    /// said once).
+    pub(super) huge_counts: AtomicBool,
 }
 
 /// What the runtime's tasks and the signal handler tell the dispatcher.

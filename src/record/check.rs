@@ -241,6 +241,74 @@ impl Turns {
     }
 }
 
+/// Timestamps on every record or on none (records that follow another
+/// may go without in a timed trace: see [`Turns`]); the first record
+/// checked decides.
+#[derive(Debug, Default)]
+pub struct Presence {
+    first: Option<(bool, u64)>,
+}
+
+impl Presence {
+    /// A record at `line` that starts something, with a timestamp or not
+    /// (`present`); the error when the first record decided otherwise.
+    pub fn check(&mut self, line: u64, present: bool) -> Option<FieldError> {
+        match self.first {
+            None => {
+                self.first = Some((present, line));
+                None
+            }
+            Some((first, _)) if first == present => None,
+            Some((first, line)) => Some(FieldError::new(
+                "timestamp",
+                if first {
+                    format!(
+                        "missing, but the first record (line {line}) has one: give every record a timestamp, or none"
+                    )
+                } else {
+                    format!(
+                        "present, but the first record (line {line}) has none: give every record a timestamp, or none"
+                    )
+                },
+            )),
+        }
+    }
+}
+
+/// What a record's place in the trace must keep (the rules of
+/// trace-validate that span records): `"delta"` continues a conversation
+/// (`follows`: it has `after` or an earlier turn of its session), and each
+/// `after` id names an earlier record (`earlier`: whether one has it).
+pub fn check_place(
+    rec: &Record,
+    after: Option<&[String]>,
+    follows: bool,
+    earlier: impl Fn(&str) -> bool,
+    errors: &mut Vec<FieldError>,
+) {
+    let delta = rec
+        .get("message_mode")
+        .is_some_and(|m| m.get().trim() == "\"delta\"");
+    if delta && !follows {
+        errors.push(FieldError::new(
+            "message_mode",
+            "\"delta\" continues a conversation, but this record has no `after` and no \
+             earlier turn of its `session_id`",
+        ));
+    }
+    for id in after.unwrap_or_default() {
+        if !earlier(id) {
+            errors.push(FieldError::new(
+                "after",
+                format!(
+                    "{}: no earlier record has this `id` (a record waits only for records before it)",
+                    crate::error::quote_value(&serde_json::Value::from(id.as_str()).to_string())
+                ),
+            ));
+        }
+    }
+}
+
 fn check_messages(v: &RawValue, errors: &mut Vec<FieldError>) {
     let items: Vec<serde_json::Value> = match serde_json::from_str(v.get()) {
         Ok(items) if kind(v) == Kind::Array => items,

@@ -47,7 +47,7 @@ impl Speedup {
 }
 
 /// A rescaled time, if it stays within the limit every tool reads.
-fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> {
+pub fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> {
     if new <= max {
         return Ok(new);
     }

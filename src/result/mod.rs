@@ -114,6 +114,26 @@ pub struct Measure {
     pub error: Option<String>,
 }
 
+impl Measure {
+    /// The token counts a summary cannot take (over
+    /// [`MAX_REPORTED_TOKENS`]) made none, as a count that is not one
+    /// (negative, fractional) is: the first one's name and value.
+    pub fn drop_huge_counts(&mut self) -> Option<(&'static str, u64)> {
+        let mut first = None;
+        for (name, count) in [
+            ("prompt_tokens", &mut self.prompt_tokens),
+            ("completion_tokens", &mut self.completion_tokens),
+            ("cached_tokens", &mut self.cached_tokens),
+        ] {
+            if let Some(n) = count.filter(|&n| n > MAX_REPORTED_TOKENS) {
+                *count = None;
+                first.get_or_insert((name, n));
+            }
+        }
+        first
+    }
+}
+
 /// What a reader takes a field's value to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -156,6 +176,9 @@ pub enum Limit {
     None,
     /// Milliseconds, in absolute value.
     Ms(f64),
+    /// A duration in milliseconds: from 0 to the limit (a negative one is
+    /// no measurement, and would make a trace no tool takes back).
+    Span(f64),
     /// Tokens.
     Tokens(u64),
 }
@@ -351,12 +374,12 @@ result_fields! {
     scheduled_ms: f64, OptNumber, Never, Figure, Limit::Ms(MAX_RESULT_TIME_MS), record;
     sent_ms: f64, Number, Never, Figure, Limit::Ms(MAX_RESULT_TIME_MS), record;
     start_time: String, Text, Never, Label, Limit::None, record;
-    ttft_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
-    first_chunk_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
-    e2e_ms: Option<f64>, OptNumber, Null, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    ttft_ms: Option<f64>, OptNumber, Null, Figure, Limit::Span(MAX_SPAN_MS), measure;
+    first_chunk_ms: Option<f64>, OptNumber, Null, Figure, Limit::Span(MAX_SPAN_MS), measure;
+    e2e_ms: Option<f64>, OptNumber, Null, Figure, Limit::Span(MAX_SPAN_MS), measure;
     // Each gap within the limit.
     #[serde(default)]
-    itl_ms: Vec<f64>, Numbers, Never, Figure, Limit::Ms(MAX_SPAN_MS), measure;
+    itl_ms: Vec<f64>, Numbers, Never, Figure, Limit::Span(MAX_SPAN_MS), measure;
     input_length: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_TOKENS), record;
     output_length: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_TOKENS), record;
     prompt_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;

@@ -475,8 +475,15 @@ pub(super) trait Bounded {
 fn within_ms(name: &str, v: f64, limit: Limit) -> Result<(), FieldError> {
     match limit {
         Limit::Ms(max) if v.is_nan() || v.abs() > max => Err(over_ms(name, v, max)),
+        Limit::Span(max) if v.is_nan() || v.abs() > max => Err(over_ms(name, v, max)),
+        Limit::Span(_) if v < 0.0 => Err(negative_ms(name, v)),
         _ => Ok(()),
     }
+}
+
+#[cold]
+fn negative_ms(name: &str, v: f64) -> FieldError {
+    FieldError::new(name, format!("expected a duration ≥ 0 ms, found {v}"))
 }
 
 #[cold]

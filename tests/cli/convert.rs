@@ -294,7 +294,7 @@ fn burstgpt_v1_drops_failures_and_keeps_ties_in_order() {
 #[test]
 fn burstgpt_v3_sessions_and_delays() {
     let run = convert_fixture("BurstGPT_v3_8col.constructed.csv");
-    run.stderr_has("7 records read, 6 written, 1 dropped (1 failed); 2 sessions");
+    run.stderr_has("7 records read, 6 written, 1 dropped (1 failed); 3 sessions");
     let out = run.json_lines();
     let a = "3f2b8c1e-6d4a-4e1f-9a7b-0c5d2e8f1a10";
     let b = "7a9e4d22-1b3c-4f5e-8d6a-9c0b1e2f3a20";
@@ -311,9 +311,12 @@ fn burstgpt_v3_sessions_and_delays() {
     // Turn 2 of b: 19440315 − (19440160 + 2) s.
     assert_eq!(out[5]["session_id"], json!(b));
     assert_eq!(out[5]["delay"], json!(153000));
-    // An id seen once is not a session.
+    // An id seen once is a session all the same (of one call).
     assert_eq!(out[3]["timestamp"], json!(141000));
-    assert!(out[3].get("session_id").is_none());
+    assert_eq!(
+        out[3]["session_id"],
+        json!("c4d5e6f7-0a1b-4c2d-9e3f-4a5b6c7d8e30")
+    );
 }
 
 #[test]
@@ -700,10 +703,11 @@ fn langfuse_ui_downloads() {
     assert_eq!(out[1]["input_length"], json!(108));
     assert_eq!(out[1]["output_length"], json!(51));
     assert!(out[1]["observed"].get("ttft_ms").is_none());
-    // The autogen trace has sessionId "session_abc", on one generation: no session.
+    // The autogen trace has sessionId "session_abc", on one generation: a
+    // session of one call, written.
     let out = convert_fixture("ui_trace_download.autogen-2025-06-06.json").json_lines();
     assert_eq!(out.len(), 1);
-    assert!(out[0].get("session_id").is_none());
+    assert_eq!(out[0]["session_id"], json!("session_abc"));
     assert_eq!(out[0]["model"], json!("gpt-4o"));
 }
 

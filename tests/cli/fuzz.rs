@@ -151,13 +151,34 @@ fn sound(run: &Run, jsonl: bool) -> Result<(), TestCaseError> {
 
 fn runner(cases: u32) -> TestRunner {
     // A fixed seed: the same cases on every run, as tests must be.
+    // scripts/fuzz.sh runs longer campaigns: each from a seed of its own
+    // (TRACEKIT_FUZZ_SEED, printed there to repeat a failure), with
+    // TRACEKIT_FUZZ_SCALE times the cases.
+    let scale = std::env::var("TRACEKIT_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let rng = match std::env::var("TRACEKIT_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        Some(seed) => {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seed.to_le_bytes());
+            prop::test_runner::TestRng::from_seed(prop::test_runner::RngAlgorithm::ChaCha, &bytes)
+        }
+        None => {
+            prop::test_runner::TestRng::deterministic_rng(prop::test_runner::RngAlgorithm::ChaCha)
+        }
+    };
     TestRunner::new_with_rng(
         Config {
-            cases,
+            cases: cases.saturating_mul(scale),
             failure_persistence: None,
             ..Config::default()
         },
-        prop::test_runner::TestRng::deterministic_rng(prop::test_runner::RngAlgorithm::ChaCha),
+        rng,
     )
 }
 
@@ -227,6 +248,172 @@ fn mutated_results_never_panic_summarize() {
                 let run = dir.cmd("trace-summarize").args(args).arg("r.ndjson").run();
                 sound(&run, false)?;
                 prop_assert!(!run.stdout_str().contains("inf"), "{}", run.stdout_str());
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Valid traces to start from: the records above, and the seeds in
+/// tests/data/fuzz (the reproducers of findings among them).
+fn seeds() -> Vec<&'static str> {
+    let files = [
+        include_str!("../data/fuzz/agentic.jsonl"),
+        include_str!("../data/fuzz/rescale_loop_near_1e13.jsonl"),
+        include_str!("../data/fuzz/mooncake_after_unknown.jsonl"),
+        include_str!("../data/fuzz/sweep_same_ts.jsonl"),
+        include_str!("../data/fuzz/sweep_t12_head.jsonl"),
+        include_str!("../data/fuzz/replay_4.jsonl"),
+    ];
+    files
+        .iter()
+        .flat_map(|f| f.lines())
+        .chain(RECORDS.iter().copied())
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// Values a valid trace may hold, near the limits and the corners of the
+/// rules: what a transforming tool must keep valid.
+fn edge_value() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "0",
+        "1",
+        "0.5",
+        "511",
+        "512",
+        "513",
+        "1e6",
+        "9999999999999",
+        "1e13",
+        "4294967296",
+        "\"a\"",
+        "\"b\"",
+        "\"s0\"",
+        "[\"a\"]",
+        "[\"b\",\"a\"]",
+        "[\"nope\"]",
+        "\"delta\"",
+        "\"history\"",
+        "[]",
+        "[0]",
+        "[1,2]",
+    ])
+    .prop_map(str::to_string)
+}
+
+/// A trace of seed lines in any order, each with up to two fields set to
+/// edge values (or, now and then, to the nasty ones of [`nasty_value`]).
+fn edged_trace() -> impl Strategy<Value = String> {
+    let keys = vec![
+        "timestamp",
+        "input_length",
+        "output_length",
+        "hash_ids",
+        "session_id",
+        "id",
+        "after",
+        "delay",
+        "message_mode",
+    ];
+    let value = prop_oneof![6 => edge_value(), 1 => nasty_value()];
+    let line = (
+        prop::sample::select(seeds()),
+        prop::collection::vec((prop::sample::select(keys), value), 0..3),
+    )
+        .prop_map(|(line, edits)| with_fields(line, &edits));
+    prop::collection::vec(line, 1..7).prop_map(|lines| lines.join("\n") + "\n")
+}
+
+/// Every transforming tool keeps a trace valid: where trace-validate
+/// accepts the input (--strict: no warning either), it accepts what the
+/// tool wrote the same way; and trace-convert, which checks what it reads,
+/// writes nothing trace-validate refuses.
+#[test]
+fn what_a_tool_writes_the_next_accepts() {
+    let dir = TestDir::new("fuzz-chain");
+    let tools: &[(&str, &[&str])] = &[
+        ("trace-convert", &["--from", "mooncake"]),
+        ("trace-convert", &["--from", "mooncake", "--skip-invalid"]),
+        ("trace-rescale", &["--speed", "2"]),
+        ("trace-rescale", &["--speed", "0.5", "--input-scale", "2"]),
+        ("trace-rescale", &["--loop", "5s"]),
+        ("trace-slice", &["--from", "5ms"]),
+        ("trace-slice", &["--sample", "0.5", "--seed", "3"]),
+    ];
+    runner(64)
+        .run(&edged_trace(), |trace| {
+            dir.write("t.jsonl", &trace);
+            let valid_in = dir.cmd("trace-validate").arg("t.jsonl").run().code == 0;
+            let strict_in = valid_in
+                && dir
+                    .cmd("trace-validate")
+                    .args(["--strict", "t.jsonl"])
+                    .run()
+                    .code
+                    == 0;
+            for (tool, args) in tools {
+                let run = dir.cmd(tool).args(*args).arg("t.jsonl").run();
+                sound(&run, true)?;
+                if run.code != 0 || run.stdout.is_empty() {
+                    continue;
+                }
+                dir.write("out.jsonl", &run.stdout);
+                let check = dir.cmd("trace-validate").arg("out.jsonl").run();
+                prop_assert!(
+                    check.code == 0 || (!valid_in && *tool != "trace-convert"),
+                    "{} wrote what trace-validate refuses:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
+                    run.desc,
+                    run.stdout_str(),
+                    check.stderr
+                );
+                if strict_in {
+                    let check = dir
+                        .cmd("trace-validate")
+                        .args(["--strict", "out.jsonl"])
+                        .run();
+                    prop_assert!(
+                        check.code == 0,
+                        "{} wrote what trace-validate --strict refuses, from a trace it accepts:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
+                        run.desc,
+                        run.stdout_str(),
+                        check.stderr
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// trace-synth, slower (it loads the synthesizer): the same property.
+#[test]
+fn what_synth_writes_validates() {
+    let dir = TestDir::new("fuzz-chain-synth");
+    runner(6)
+        .run(&edged_trace(), |trace| {
+            dir.write("t.jsonl", &trace);
+            let strict_in = dir
+                .cmd("trace-validate")
+                .args(["--strict", "t.jsonl"])
+                .run()
+                .code
+                == 0;
+            let run = dir.cmd("trace-synth").arg("t.jsonl").run();
+            sound(&run, true)?;
+            if strict_in && run.code == 0 && !run.stdout.is_empty() {
+                dir.write("out.jsonl", &run.stdout);
+                let check = dir
+                    .cmd("trace-validate")
+                    .args(["--strict", "out.jsonl"])
+                    .run();
+                prop_assert!(
+                    check.code == 0,
+                    "{} wrote what trace-validate --strict refuses:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
+                    run.desc,
+                    run.stdout_str(),
+                    check.stderr
+                );
             }
             Ok(())
         })

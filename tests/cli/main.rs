@@ -35,6 +35,7 @@ mod slice;
 mod summarize;
 mod sweep;
 mod synth;
+mod trust;
 mod twin;
 mod util;
 mod validate;

@@ -119,6 +119,9 @@ struct Held {
     trace: u32,
     /// A source record passed through (Mooncake): only its timestamp
     /// changes.
+    /// Its session is one only where it repeats (an id the logger gives
+    /// every call).
+    session_if_repeated: bool,
     passthrough: Option<Box<Record<'static>>>,
 }
 
@@ -154,6 +157,7 @@ impl Held {
                 .then(|| &hashes[self.hashes_at..self.hashes_at + self.hashes_len as usize]),
             tail: self.tail(arena),
             id: self.id(arena),
+            session_if_repeated: self.session_if_repeated,
             passthrough: None,
         }
     }
@@ -283,6 +287,7 @@ impl Kept {
             session: req.session.as_deref().map_or(NONE, |s| self.names.id(s)),
             group: req.group.as_deref().map_or(NONE, |s| self.names.id(s)),
             trace: req.trace_id.as_deref().map_or(NONE, |s| self.names.id(s)),
+            session_if_repeated: req.session_if_repeated,
             passthrough: None,
         };
         if let Some(rec) = req.passthrough.take() {

@@ -90,6 +90,7 @@ const GROUP: u8 = 4;
 const TRACE: u8 = 8;
 const HASHES: u8 = 16;
 const PASSTHROUGH: u8 = 32;
+const IF_REPEATED: u8 = 64;
 
 impl Run {
     /// Write a call: its start, what it has, then each part with its
@@ -103,6 +104,7 @@ impl Run {
             (c.trace.is_some(), TRACE),
             (c.hashes.is_some(), HASHES),
             (c.passthrough.is_some(), PASSTHROUGH),
+            (c.session_if_repeated, IF_REPEATED),
         ] {
             if has {
                 flags |= flag;
@@ -190,6 +192,7 @@ impl Entry {
             hashes: (self.flags & HASHES != 0).then_some(&self.hashes[..]),
             tail: self.part(4),
             id: self.part(5),
+            session_if_repeated: self.flags & IF_REPEATED != 0,
             passthrough,
         })
     }

@@ -36,6 +36,9 @@ pub(super) struct Call<'a> {
     pub tail: &'a [u8],
     /// Its id as JSON (for others' `after`); empty: none.
     pub id: &'a [u8],
+    /// Its session is one only where it repeats (an id the logger gives
+    /// every call); other sessions the log names are sessions with one call.
+    pub session_if_repeated: bool,
     /// A source record passed through (Mooncake): only its timestamp
     /// changes. Given in the writing pass only.
     pub passthrough: Option<Box<Record<'static>>>,
@@ -142,7 +145,9 @@ fn write_calls(
     })?;
     calls.each(&mut |c| {
         if let Some(s) = names.session(c, &counts) {
-            counts.entry(key(s)).or_default().calls += 1;
+            let count = counts.entry(key(s)).or_default();
+            count.calls += 1;
+            count.named |= !c.session_if_repeated;
         }
     })?;
     let mut writer = Writer {
@@ -157,7 +162,7 @@ fn write_calls(
         first: None,
         order: 0,
     };
-    writer.summary.sessions = writer.counts.values().filter(|c| c.calls > 1).count() as u64;
+    writer.summary.sessions = writer.counts.values().filter(|c| c.is_session()).count() as u64;
     calls.sorted(&mut |c| writer.write(c, out))?;
     Ok(writer.summary)
 }
@@ -167,13 +172,23 @@ fn key(name: &str) -> u128 {
     xxh3_128(name.as_bytes())
 }
 
+impl Count {
+    /// A session: one the log named, or one that repeats.
+    fn is_session(&self) -> bool {
+        self.calls > 1 || self.named
+    }
+}
+
 /// What the whole input says of one name.
 #[derive(Clone, Copy, Default)]
 struct Count {
     /// Calls of the group with an id and an end (a graph needs two).
     nodes: u32,
-    /// Calls of the session (a session needs two).
+    /// Calls of the session.
     calls: u32,
+    /// The log named the session for one of them (not an id it gives
+    /// every call): a session even with one call.
+    named: bool,
     /// Of those, the ones written so far.
     nodes_written: u32,
     calls_written: u32,
@@ -255,7 +270,7 @@ impl Writer<'_, '_> {
             .names
             .session(&c, &self.counts)
             .map(|s| (s, key(s)))
-            .filter(|(_, k)| self.counts[k].calls > 1);
+            .filter(|(_, k)| self.counts[k].is_session());
         let dep = self.dependencies(&c);
         self.order += 1;
         let buf = &mut self.buf;
