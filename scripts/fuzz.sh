@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 scale=${FUZZ_SCALE:-2}
-export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
+
 
 cargo test --locked -q --test cli --no-run
 log=$(mktemp)

@@ -277,12 +277,13 @@ fn dynamo_agentic_rows_keep_their_waits_and_add_tool_time_to_delay() {
     assert_eq!(out[0]["hash_ids"], json!([0, 1]));
     assert_eq!(out[0]["session_id"], json!("root"));
     assert!(out[0].get("after").is_none());
-    // The subagent's call waits for its spawner, 100 ms: a one-call
-    // trajectory is no session.
+    // The subagent's call waits for its spawner, 100 ms; its trajectory
+    // is a session of its own, one call long (a session the trace names
+    // is one whatever its length).
     assert_eq!(out[1]["after"], json!(["parent-1"]));
     assert_eq!(out[1]["delay"], json!(100));
     assert_eq!(out[1]["hash_ids"], json!([2, 3]));
-    assert!(out[1].get("session_id").is_none());
+    assert_eq!(out[1]["session_id"], json!("child"));
     // The join: 100 ms of delay + 100 ms of tool time.
     assert_eq!(out[2]["timestamp"], json!(500));
     assert_eq!(out[2]["after"], json!(["parent-1", "child-1"]));

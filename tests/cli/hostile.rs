@@ -165,7 +165,7 @@ fn hostile(head: &str, body: &str, mut conn: TcpStream) {
 }
 
 /// trace-replay run to its end; its output, standard error, exit status
-/// and peak resident memory in KiB (from wait4, for this child alone).
+/// and peak resident memory in KiB (its VmHWM, for this child alone).
 fn replay(args: &[&str], env: &[(&str, &str)], input: String) -> (String, String, i32, i64) {
     let mut cmd = Command::new(bin("trace-replay"));
     cmd.args(args)
@@ -186,8 +186,26 @@ fn replay(args: &[&str], env: &[(&str, &str)], input: String) -> (String, String
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(input.as_bytes());
     });
-    let (out, err) = crate::util::drain(&mut child);
     let pid = i32::try_from(child.id()).unwrap();
+    // The child's own high-water mark, read while it runs: wait4's
+    // ru_maxrss would also count this test process's peak, which the
+    // child's exec inherits (the other tests of this process make it large).
+    let peak = std::thread::spawn(move || {
+        let mut peak = 0i64;
+        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            let Some(kib) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+            else {
+                break;
+            };
+            peak = peak.max(kib);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        peak
+    });
+    let (out, err) = crate::util::drain(&mut child);
     let mut status = 0;
     // SAFETY: wait4 on the child this function started, into zeroed
     // structures of the right types.
@@ -204,7 +222,7 @@ fn replay(args: &[&str], env: &[(&str, &str)], input: String) -> (String, String
         out.join().unwrap(),
         err.join().unwrap(),
         code,
-        usage.ru_maxrss,
+        peak.join().unwrap(),
     )
 }
 

@@ -1177,14 +1177,15 @@ fn summarize_requests_otlp_writes_one_genai_client_span_per_result() {
     let again = run_stdin("trace-summarize", &["--requests", "otlp"], input);
     assert_eq!(again.stdout, run.stdout);
 
-    // trace-convert reads it back: the errors are dropped and counted.
+    // trace-convert reads it back: the errors are dropped and counted; the
+    // conversation id is a session, one call long.
     let back = Cmd::new("trace-convert").stdin(run.stdout.clone()).run();
     let got: Vec<Value> = records(&back).iter().map(numbers_as_f64).collect();
     assert_eq!(
         got,
         vec![numbers_as_f64(
             &json!({"timestamp": 0, "input_length": 6, "output_length": 4,
-            "model": "m", "id": spans[0]["spanId"],
+            "session_id": "s", "model": "m", "id": spans[0]["spanId"],
             "observed": {"prompt_tokens": 6, "completion_tokens": 4, "ttft_ms": 100,
                 "e2e_ms": 400, "cached_tokens": 2, "status": "ok"}})
         )]
