@@ -59,7 +59,16 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
             ctx.bad(first.at(&loc))?;
             continue;
         }
+        // A session this record starts, forgotten again if the record is
+        // left out: the next one of the session then starts it.
+        let starts = checked.session_id.as_deref().filter(|s| !turns.has_seen(s));
         let follows = turns.follows(checked.session_id.as_deref(), checked.after.is_some());
+        let mut left_out = |e: crate::error::Error, turns: &mut record::Turns| {
+            if let Some(s) = starts {
+                turns.forget(s);
+            }
+            ctx.bad(e)
+        };
         // The rules trace-validate applies across records, on the order
         // written (by arrival): what it refuses is not converted.
         record::check_place(
@@ -70,18 +79,18 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
             &mut errors,
         );
         if let Some(first) = errors.into_iter().next() {
-            ctx.bad(first.at(&loc))?;
+            left_out(first.at(&loc), &mut turns)?;
             continue;
         }
         if let Some(e) = arrives_first(&checked, &rec, &id_start, &session_start) {
-            ctx.bad(e.at(&loc))?;
+            left_out(e.at(&loc), &mut turns)?;
             continue;
         }
         // Timestamps on all records or none, as trace-validate wants
         // (records that follow another may go without in a timed trace).
         if !follows || checked.timestamp.is_some() {
             if let Some(e) = presence.check(loc.line, checked.timestamp.is_some()) {
-                ctx.bad(e.at(&loc))?;
+                left_out(e.at(&loc), &mut turns)?;
                 continue;
             }
         }

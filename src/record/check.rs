@@ -239,6 +239,17 @@ impl Turns {
         };
         later || has_after
     }
+
+    /// Whether a record of `session_id` was noted.
+    pub fn has_seen(&self, session_id: &str) -> bool {
+        self.seen.contains(session_id)
+    }
+
+    /// Forget a session noted by a record that was then left out (a
+    /// converter skipping it): its next record starts the session.
+    pub fn forget(&mut self, session_id: &str) {
+        self.seen.remove(session_id);
+    }
 }
 
 /// Timestamps on every record or on none (records that follow another

@@ -46,10 +46,23 @@ impl Speedup {
     }
 }
 
-/// A rescaled time, if it stays within the limit every tool reads.
+/// A rescaled time, if it stays within the limit every tool reads and is
+/// not negative (a record before the trace's first one, slowed down, would
+/// be placed before 0).
 pub fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldError> {
-    if new <= max {
+    if (0.0..=max).contains(&new) {
         return Ok(new);
+    }
+    if new < 0.0 {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{} rescaled is {}, before 0: the record is earlier than the trace's first \
+                 (sort the trace first; trace-validate warns where it is out of order)",
+                crate::text::format_ms(old),
+                crate::text::format_ms(new)
+            ),
+        ));
     }
     Err(FieldError::new(
         field,
@@ -64,4 +77,31 @@ pub fn within(field: &str, old: f64, new: f64, max: f64) -> Result<f64, FieldErr
             crate::text::format_ms(max)
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record before the first one, slowed down, would land before 0:
+    /// 1e13 + (0 - 1e13) / 0.5 = -1e13. It is refused, naming the field.
+    #[test]
+    fn a_record_before_the_first_slowed_down_is_refused() {
+        let mut speed = Speedup::new(0.5);
+        let mut first = Record::parse(r#"{"timestamp":9999999999000}"#).unwrap();
+        speed.apply(&mut first, Some(9_999_999_999_000.0)).unwrap();
+        let mut early = Record::parse(r#"{"timestamp":0}"#).unwrap();
+        let err = speed.apply(&mut early, Some(0.0)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "field `timestamp`: 0 rescaled is -9999999999000, before 0: the record is earlier \
+             than the trace's first (sort the trace first; trace-validate warns where it is out \
+             of order)"
+        );
+        // Sped up, it stays after 0: 1e13 + (0 - 1e13) / 2.
+        let mut speed = Speedup::new(2.0);
+        speed.apply(&mut first, Some(9_999_999_999_000.0)).unwrap();
+        speed.apply(&mut early, Some(0.0)).unwrap();
+        assert_eq!(early.get("timestamp").unwrap().get(), "4999999999500");
+    }
 }

@@ -342,3 +342,25 @@ fn usage_beyond_what_a_summary_takes_is_null_with_a_warning() {
     let report = sum.json();
     assert_eq!(report["requests"]["ok"], json!(2), "{report}");
 }
+
+/// A session's first record skipped under --skip-invalid (untimed in a
+/// timed trace) does not make its next record a later turn: that one starts
+/// the session, and is untimed too, so it is skipped as well. Both lines are
+/// named; the output is the first record alone, which trace-validate takes.
+#[test]
+fn a_skipped_first_turn_leaves_its_session_unstarted() {
+    let input = "{\"timestamp\":10,\"input_length\":5,\"output_length\":2,\"id\":\"b\",\"session_id\":\"s1\"}\n\
+                 {\"input_length\":12,\"output_length\":4,\"session_id\":\"s0\",\"delay\":7}\n\
+                 {\"input_length\":12,\"output_length\":4,\"session_id\":\"s0\",\"delay\":7}\n";
+    let run = Cmd::new("trace-convert")
+        .args(["--from", "mooncake", "--skip-invalid"])
+        .stdin(input)
+        .run();
+    run.code(0);
+    assert_eq!(
+        run.stdout_str(),
+        "{\"timestamp\":0,\"input_length\":5,\"output_length\":2,\"id\":\"b\",\"session_id\":\"s1\"}\n"
+    );
+    run.stderr_has("<stdin>:2: warning: field `timestamp`: missing")
+        .stderr_has("<stdin>:3: warning: field `timestamp`: missing");
+}
