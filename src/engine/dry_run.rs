@@ -50,7 +50,10 @@ pub fn dry_run(plan: &Plan, records: impl Records, output: Option<&std::path::Pa
         about.insert("input_length".into(), json!(req.input_length));
         about.insert("output_length".into(), json!(req.output_length));
         about.insert("stream".into(), json!(req.stream));
-        about.insert("body_bytes".into(), json!(req.body.len()));
+        // The size of what would go on the wire: an endpoint of another
+        // shape than chat's (messages, responses) translates the body first.
+        req.render(plan.body.endpoint);
+        about.insert("body_bytes".into(), json!(req.wire().len()));
         if warmup {
             about.insert("warmup".into(), json!(true));
         }
@@ -64,6 +67,7 @@ pub fn dry_run(plan: &Plan, records: impl Records, output: Option<&std::path::Pa
             }
             origin_set = true;
             req.body = bytes::Bytes::new();
+            req.wire = None;
             req.synthesized = None;
             let planned = schedule.push(req);
             for u in schedule.take_unknown() {

@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries on real data.
 
 mod agent_api;
+mod agent_e2e;
 mod agentic;
 mod aiperf_mooncake;
 mod compare;
