@@ -22,7 +22,7 @@ fn replay(args: &[&str], input: &str) -> Run {
 }
 
 /// Results by index, one per record.
-fn by_index(run: &Run, n: usize) -> Vec<Value> {
+pub(crate) fn by_index(run: &Run, n: usize) -> Vec<Value> {
     run.code(0);
     let mut out = BTreeMap::new();
     for r in run.json_lines() {

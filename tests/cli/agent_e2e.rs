@@ -5,13 +5,12 @@
 //! prompt found in the simulated prefix cache. And `--dry-run`'s body
 //! sizes, which are those of the bodies each endpoint sends.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
+use crate::agent_api::by_index;
 use crate::convert::fixture;
 use crate::servers::Sim;
-use crate::util::{Cmd, Run};
+use crate::util::Cmd;
 
 /// The slice converted and sped up 100×: its three minutes of calls and
 /// think time in under two seconds.
@@ -26,18 +25,6 @@ fn session() -> String {
         .run();
     fast.code(0);
     fast.stdout_str()
-}
-
-/// Results by index: exactly one per record.
-fn by_index(run: &Run, n: usize) -> Vec<Value> {
-    run.code(0);
-    let mut out = BTreeMap::new();
-    for r in run.json_lines() {
-        let i = r["index"].as_u64().unwrap();
-        assert!(out.insert(i, r).is_none(), "index {i} twice");
-    }
-    assert_eq!(out.len(), n, "one result per record");
-    out.into_values().collect()
 }
 
 fn sum(results: &[Value], field: &str) -> u64 {
