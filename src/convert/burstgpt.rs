@@ -1,7 +1,11 @@
 //! BurstGPT (HPMLL/BurstGPT): `Timestamp,Model,Request tokens,Response
 //! tokens,Total tokens,Log Type`, and the v2.0 layout that adds `Session
 //! ID` and `Elapsed time` (seconds from submission to the complete
-//! response). Columns are found by name.
+//! response). Columns are found by name. A row with a `Session ID` (a
+//! conversation-mode request, which carries the conversation so far) gets
+//! `hash_ids` as a prefix chain: its prompt begins with the previous
+//! prompt of its session, unless it is shorter than that one (see
+//! [`super::prefix::Chains::grown`]).
 //!
 //! Timestamps are seconds from midnight of the first day (local time), not
 //! epoch times: --absolute keeps that origin. `Response tokens` 0 marks a
@@ -12,7 +16,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::fields::{cell_count, cell_number};
-use super::{Ctx, Fate, Head, Request, container};
+use super::{Ctx, Fate, Head, Request, container, prefix};
 use crate::error::{FieldError, Result};
 use crate::time;
 
@@ -31,6 +35,7 @@ pub fn sniff(head: &Head) -> bool {
 
 /// Read a BurstGPT CSV.
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let mut chains = prefix::Chains::default();
     container::for_each_row(
         reader,
         source,
@@ -77,6 +82,9 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
             if let Some(i) = c.session {
                 let s = row[i].trim();
                 if !s.is_empty() {
+                    // A conversation's request carries the conversation so
+                    // far: its prompt begins with the one before.
+                    req.hashes = Some(chains.grown(s, input));
                     req.session = Some(s.to_string());
                 }
             }

@@ -16,6 +16,7 @@ pub mod bailian;
 pub mod burstgpt;
 pub mod chat;
 pub mod container;
+pub mod copilot;
 pub mod dynamo;
 pub mod fields;
 pub mod graph;
@@ -249,6 +250,15 @@ pub const SOURCES: &[Source] = &[
                from `prefix_tokens`",
         sniff: tracelab::sniff,
         read: tracelab::read,
+        finish: None,
+        takes_rate: false,
+    },
+    Source {
+        name: "copilot",
+        help: "GitHub Copilot coding agent sessions (AzurePublicDataset 2026): calls as their \
+               session's graph, prefix chains from `tokens.cached`",
+        sniff: copilot::sniff,
+        read: copilot::read,
         finish: None,
         takes_rate: false,
     },

@@ -62,6 +62,19 @@ impl Chains {
         );
         blocks
     }
+
+    /// The block hashes of a prompt of `input` tokens that carries its
+    /// session's conversation so far (a chat log's growing context): it
+    /// begins with the session's previous prompt, unless it is shorter
+    /// than that one (the conversation was cut or begun again), when it
+    /// shares nothing.
+    pub fn grown(&mut self, session: &str, input: u64) -> Vec<u64> {
+        let shared = match self.last.get(session) {
+            Some(prev) if prev.input <= input => prev.input,
+            _ => 0,
+        };
+        self.blocks(session, "", input, shared)
+    }
 }
 
 /// The first `n` blocks of the prefix every session of `model` shares.
@@ -95,6 +108,24 @@ mod tests {
         let d = c.blocks("s", "m", 2600, 2100);
         assert_eq!(d[..4], b[..4]);
         assert_ne!(d[4], b[4]);
+    }
+
+    #[test]
+    fn a_grown_prompt_begins_with_the_one_before_and_a_shorter_one_anew() {
+        let mut c = Chains::default();
+        let a = c.grown("s", 1100);
+        assert_eq!(a.len(), 3);
+        // 1,600 tokens after 1,100: its floor(1100 / 512) = 2 full blocks.
+        let b = c.grown("s", 1600);
+        assert_eq!(b.len(), 4);
+        assert_eq!(b[..2], a[..2]);
+        assert!(b[2..].iter().all(|x| !a.contains(x)));
+        // 700 tokens after 1,600: a new context, nothing shared.
+        let d = c.grown("s", 700);
+        assert!(d.iter().all(|x| !a.contains(x) && !b.contains(x)));
+        // A session's first prompt shares nothing, not even a common prefix.
+        let e = c.grown("t", 1100);
+        assert!(e.iter().all(|x| !a.contains(x)));
     }
 
     #[test]

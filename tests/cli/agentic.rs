@@ -155,6 +155,16 @@ fn coding_session_think_time_and_unknown_ttft() {
     assert_ne!(a[21], b[21]);
 }
 
+/// Each input, converted `--from` a source, is refused (exit 2) with its
+/// message.
+fn refused(from: &str, cases: &[(&str, &str)]) {
+    for (input, message) in cases {
+        run_stdin("trace-convert", &["--from", from], *input)
+            .code(2)
+            .stderr_has(message);
+    }
+}
+
 #[test]
 fn coding_session_errors_name_the_call_and_field() {
     // Each bad session and the message it gets (exit 2).
@@ -180,11 +190,7 @@ fn coding_session_errors_name_the_call_and_field() {
             "field `block_size`: expected a divisor of 512, found 100",
         ),
     ];
-    for (session, message) in cases {
-        run_stdin("trace-convert", &["--from", "kv-cache-tester"], session)
-            .code(2)
-            .stderr_has(message);
-    }
+    refused("kv-cache-tester", &cases);
 }
 
 #[test]
@@ -343,4 +349,151 @@ fn max_gap_shortens_idle_stretches_and_max_delay_caps_think_time() {
     run_stdin("trace-rescale", &["--max-gap", "0s"], GAPPY)
         .code(2)
         .stderr_has("--max-gap <D>': `0s`: the duration must be more than 0");
+}
+
+#[test]
+fn copilot_sessions_are_graphs_of_their_calls_with_cached_prefix_chains() {
+    // Constructed from the dataset's schema (see SOURCES.md): session
+    // 5f0c… has two turns, calls c1, c2, c3 (the edit model), c4, then
+    // c5 and a cancelled call; session b8e4… one call, at 09:01:00.
+    let run = convert(&[&path("copilot_coding_agent_2026.constructed.jsonl")]);
+    run.stderr_has("recognised as copilot input");
+    run.stderr_has("7 records read, 6 written, 1 dropped (1 failed); 2 sessions");
+    let out = run.json_lines();
+    let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let (c1, c2, c3, c4, other, c5) = (
+        "0e9d4c3b2a1f5e60",
+        "7b6a5f4e3d2c1b09",
+        "c3b2a19f8e7d6c5b",
+        "1d2e3f4a5b6c7d8e",
+        "e1d2c3b4a5968778",
+        "9f8e7d6c5b4a3928",
+    );
+    // In arrival order: 09:00:00, :05.7, :08.8, :10, 09:01:00, 09:02:10.
+    assert_eq!(ids, [c1, c2, c3, c4, other, c5]);
+    let first = by_id(&out, c1);
+    assert_eq!(first["timestamp"], json!(0));
+    assert_eq!(first["input_length"], json!(12000));
+    assert_eq!(first["output_length"], json!(300));
+    assert_eq!(first["model"], json!("Model A"));
+    assert_eq!(first["session_id"], json!("5f0c2a9e7d41b386"));
+    assert_eq!(
+        first["observed"],
+        json!({"e2e_ms": 4000, "cached_tokens": 4608, "status": "ok"})
+    );
+    assert!(first.get("after").is_none());
+    // c2 at 5.7 s waits for c1 (ended at 4 s): the 1.5 s tool batch
+    // and the agent's own time between them are its delay.
+    let wait = |id: &str| {
+        (
+            by_id(&out, id)["after"].clone(),
+            by_id(&out, id)["delay"].clone(),
+        )
+    };
+    assert_eq!(wait(c2), (json!([c1]), json!(1700)));
+    // The edit model's call at 8.8 s, after c2 (ended 8.7 s); c4 at 10 s
+    // after it (ended 9.7 s): c2 is waited for already.
+    assert_eq!(wait(c3), (json!([c2]), json!(100)));
+    assert_eq!(wait(c4), (json!([c3]), json!(300)));
+    // The next turn, after the user's pause: 130 s − 12.5 s.
+    assert_eq!(wait(c5), (json!([c4]), json!(117500)));
+    assert_eq!(by_id(&out, other)["timestamp"], json!(60000));
+    assert!(by_id(&out, other).get("after").is_none());
+
+    // Prefix chains, in 512-token blocks. c1: 12000 tokens, 24 blocks,
+    // 4608 cached: floor(4608 / 512) = 9 blocks of Model A's common
+    // prefix, which the other session's first call shares 8 of (4096).
+    // c2 (12900: 26 blocks, 12032 cached) keeps 23, all of c1's whole
+    // blocks; c4 (13600: 27, 12800 cached) 25 of c2's; c5 (14200: 28,
+    // 13312 cached) 26 of c4's. The edit model's call shares nothing.
+    let h = |id: &str| hash_ids(by_id(&out, id));
+    let (h1, h2, h3, h4, h5, ho) = (h(c1), h(c2), h(c3), h(c4), h(c5), h(other));
+    assert_eq!(
+        [h1.len(), h2.len(), h3.len(), h4.len(), h5.len(), ho.len()],
+        [24, 26, 5, 27, 28, 18]
+    );
+    assert_eq!(ho[..8], h1[..8]);
+    assert_ne!(ho[8], h1[8]);
+    assert_eq!(h2[..23], h1[..23]);
+    assert!(!h1.contains(&h2[23]));
+    assert_eq!(h4[..25], h2[..25]);
+    assert!(!h2.contains(&h4[25]));
+    assert_eq!(h5[..26], h4[..26]);
+    assert!(!h4.contains(&h5[26]));
+    assert!(
+        h3.iter()
+            .all(|x| ![&h1, &h2, &h4, &h5, &ho].iter().any(|o| o.contains(x)))
+    );
+}
+
+#[test]
+fn copilot_errors_name_the_call_and_field() {
+    let cases = [
+        (
+            r#"{"session_id":"s","turns":[{"llm_calls":[{"timestamp":"2026-06-01T09:00:00","tokens":{"prompt":"many","completion":1}}]}]}"#,
+            "field `turns[0].llm_calls[0].tokens.prompt`: expected an integer ≥ 0, found \"many\"",
+        ),
+        (
+            r#"{"session_id":"s","turns":[{"llm_calls":[{"timestamp":"2026-06-01T09:00:00","tokens":{"prompt":10,"completion":1,"cached":11}}]}]}"#,
+            "field `turns[0].llm_calls[0].tokens.cached`: 11 is more than the prompt's 10 tokens",
+        ),
+        (
+            r#"{"session_id":"s","turns":[{"llm_calls":[{"timestamp":"2026-06-01T09:00:00","duration_ms":-5,"tokens":{"prompt":10,"completion":1}}]}]}"#,
+            "field `turns[0].llm_calls[0].duration_ms`: expected milliseconds ≥ 0, found -5",
+        ),
+        (
+            r#"{"session_id":"s","turns":[{"llm_calls":[{"tokens":{"prompt":10,"completion":1}}]}]}"#,
+            "field `turns[0].llm_calls[0].timestamp`: is missing",
+        ),
+        (
+            r#"{"session_id":"s","turns":{}}"#,
+            "field `turns`: is missing: expected an array of turns",
+        ),
+    ];
+    refused("copilot", &cases);
+}
+
+#[test]
+fn burstgpt_conversations_grow_their_context_as_prefix_chains() {
+    // BurstGPT_v3_8col: session 3f2b… asks 903, 1391 and 1562 tokens;
+    // each request carries the conversation so far, so each prompt
+    // begins with the whole blocks of the one before: floor(903 / 512)
+    // = 1, then floor(1391 / 512) = 2.
+    let out = convert(&[&path("BurstGPT_v3_8col.constructed.csv")]).json_lines();
+    let a: Vec<Vec<u64>> = out
+        .iter()
+        .filter(|r| r["session_id"] == "3f2b8c1e-6d4a-4e1f-9a7b-0c5d2e8f1a10")
+        .map(hash_ids)
+        .collect();
+    assert_eq!(a.iter().map(Vec::len).collect::<Vec<_>>(), [2, 3, 4]);
+    assert_eq!(a[1][..1], a[0][..1]);
+    assert!(!a[0].contains(&a[1][1]));
+    assert_eq!(a[2][..2], a[1][..2]);
+    assert!(!a[1].contains(&a[2][2]));
+    // 38 then 79 tokens: one block each, the first not whole: nothing
+    // shared.
+    let b: Vec<Vec<u64>> = out
+        .iter()
+        .filter(|r| r["session_id"] == "7a9e4d22-1b3c-4f5e-8d6a-9c0b1e2f3a20")
+        .map(hash_ids)
+        .collect();
+    assert_eq!(b.len(), 2);
+    assert_ne!(b[0], b[1]);
+    // A request shorter than the one before begins a new context: 1500,
+    // then 700 (shares nothing), then 2000 (shares the 700's one whole
+    // block). Rows without a session get no hash_ids.
+    let csv = "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+               0,x,1,GPT-4,1500,10,1510,Conversation log\n\
+               10,x,1,GPT-4,700,10,710,Conversation log\n\
+               20,x,1,GPT-4,2000,10,2010,Conversation log\n\
+               30,,1,GPT-4,2000,10,2010,API log\n";
+    let run = run_stdin("trace-convert", &[], csv);
+    run.code(0);
+    let out = run.json_lines();
+    let (p, q, r) = (hash_ids(&out[0]), hash_ids(&out[1]), hash_ids(&out[2]));
+    assert_eq!((p.len(), q.len(), r.len()), (3, 2, 4));
+    assert!(q.iter().all(|x| !p.contains(x)));
+    assert_eq!(r[..1], q[..1]);
+    assert!(r[1..].iter().all(|x| !p.contains(x) && !q.contains(x)));
+    assert!(out[3].get("hash_ids").is_none());
 }

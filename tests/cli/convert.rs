@@ -300,8 +300,8 @@ fn burstgpt_v3_sessions_and_delays() {
     let b = "7a9e4d22-1b3c-4f5e-8d6a-9c0b1e2f3a20";
     assert_eq!(
         out[0],
-        json!({"timestamp": 0, "input_length": 903, "output_length": 441, "session_id": a,
-               "observed": {"e2e_ms": 41000, "status": "ok"}})
+        json!({"timestamp": 0, "input_length": 903, "output_length": 441, "hash_ids": [0, 1],
+               "session_id": a, "observed": {"e2e_ms": 41000, "status": "ok"}})
     );
     // Turn 2 of a: 19440190 − (19440110 + 41) s.
     assert_eq!(out[2]["timestamp"], json!(80000));
@@ -575,7 +575,7 @@ fn bad_records_name_file_line_field_and_value() {
 fn unrecognised_input_lists_the_formats() {
     let run = Cmd::new("trace-convert").stdin("hello, world\n").run();
     run.code(2);
-    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt\n");
+    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, copilot, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt\n");
 }
 
 #[test]
