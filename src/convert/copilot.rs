@@ -131,10 +131,14 @@ fn llm_call(
     req.output_length = output;
     req.observed.cached_tokens = Some(cached);
     if let Some(ms) = number(call, "duration_ms")? {
-        if ms < 0.0 {
+        if !(0.0..=crate::record::MAX_SPAN_MS).contains(&ms) {
             return Err(FieldError::new(
                 "duration_ms",
-                format!("expected milliseconds ≥ 0, found {ms}"),
+                format!(
+                    "expected milliseconds from 0 to {}, found {}",
+                    crate::record::MAX_SPAN_MS,
+                    call.get("duration_ms").map_or(Value::Null, Value::clone)
+                ),
             ));
         }
         req.end_ns = crate::time::seconds_to_ns(ms / 1000.0).map(|d| start.saturating_add(d));

@@ -439,7 +439,11 @@ fn copilot_errors_name_the_call_and_field() {
         ),
         (
             r#"{"session_id":"s","turns":[{"llm_calls":[{"timestamp":"2026-06-01T09:00:00","duration_ms":-5,"tokens":{"prompt":10,"completion":1}}]}]}"#,
-            "field `turns[0].llm_calls[0].duration_ms`: expected milliseconds ≥ 0, found -5",
+            "field `turns[0].llm_calls[0].duration_ms`: expected milliseconds from 0 to 315360000000, found -5",
+        ),
+        (
+            r#"{"session_id":"s","turns":[{"llm_calls":[{"timestamp":"2026-06-01T09:00:00","duration_ms":1e300,"tokens":{"prompt":10,"completion":1}}]}]}"#,
+            "field `turns[0].llm_calls[0].duration_ms`: expected milliseconds from 0 to 315360000000, found 1e+300",
         ),
         (
             r#"{"session_id":"s","turns":[{"llm_calls":[{"tokens":{"prompt":10,"completion":1}}]}]}"#,
