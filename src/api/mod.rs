@@ -203,7 +203,7 @@ pub trait Api: Sync {
         choices::read(bytes)
     }
 
-    /// The error of a whole answer without results ([`About::no_results`]).
+    /// The error of a whole answer without results (the `no_results` of [`About`]).
     fn no_results(&self) -> &'static str {
         self.about().no_results
     }
@@ -215,7 +215,7 @@ pub trait Api: Sync {
         b"[DONE]"
     }
 
-    /// The name of the event that ends a stream ([`About::end_event`]).
+    /// The name of the event that ends a stream (the `end_event` of [`About`]).
     fn end_event(&self) -> &'static str {
         self.about().end_event
     }
