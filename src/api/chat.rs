@@ -2,34 +2,13 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Generation, Given, Piece, Prompt, Reply, choices};
-use crate::error::FieldError;
+use super::{About, Api, Generation, Piece, Reply, choices};
 
 pub struct Chat;
 
 impl Api for Chat {
-    fn path(&self) -> &'static str {
-        "/v1/chat/completions"
-    }
-
-    fn prompt_key(&self) -> &'static str {
-        "messages"
-    }
-
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        match (given.messages, given.text) {
-            (Some(m), _) => Ok(Prompt::Messages(m)),
-            (None, Some(t)) => Ok(Prompt::UserMessage(t)),
-            (None, None) if given.token_ids.is_some() => Err(FieldError::new(
-                "prompt_token_ids",
-                "token ids need --endpoint completions",
-            )),
-            (None, None) => Err(Given::missing()),
-        }
-    }
-
-    fn conversation(&self) -> bool {
-        true
+    fn about(&self) -> About {
+        About::conversation("/v1/chat/completions", &Chat)
     }
 
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
@@ -40,10 +19,6 @@ impl Api for Chat {
             }
         }
         Some(out)
-    }
-
-    fn generation(&self) -> Option<&'static dyn Generation> {
-        Some(&Chat)
     }
 
     fn answer(&self, reply: &Reply) -> Value {

@@ -2,31 +2,19 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Generation, Given, Piece, Prompt, Reply, choices};
-use crate::error::FieldError;
+use super::{About, Api, Generation, Piece, Reply, choices};
 
 pub struct Completions;
 
 impl Api for Completions {
-    fn path(&self) -> &'static str {
-        "/v1/completions"
-    }
-
-    fn prompt_key(&self) -> &'static str {
-        "prompt"
-    }
-
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        given.ids_or_text("the completions API takes a prompt")
+    fn about(&self) -> About {
+        About::prompt("/v1/completions", "prompt", "the completions API takes a prompt")
+            .generating(&Completions)
     }
 
     /// A string, or an array of token ids and strings.
     fn read_prompt<'v>(&self, body: &'v Value) -> Option<Vec<Piece<'v>>> {
         super::text_or_tokens(body.get("prompt")?)
-    }
-
-    fn generation(&self) -> Option<&'static dyn Generation> {
-        Some(&Completions)
     }
 
     /// The text continues the prompt: each word after a space, as a

@@ -8,8 +8,7 @@ use serde::de::MapAccess;
 use serde_json::{Value, json};
 
 use super::read::{self, Lenient, Scan, deserialize_leniently};
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply};
-use crate::error::FieldError;
+use super::{About, Answer, Api, Piece, Reply};
 
 pub struct Embeddings;
 
@@ -17,29 +16,14 @@ pub struct Embeddings;
 const DIMENSIONS: u64 = 8;
 
 impl Api for Embeddings {
-    fn path(&self) -> &'static str {
-        "/v1/embeddings"
-    }
-
-    fn prompt_key(&self) -> &'static str {
-        "input"
-    }
-
     /// Token ids, else the text, as the completions API takes them.
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        given.ids_or_text("the embeddings API takes an input")
-    }
-
-    fn generation(&self) -> Option<&'static dyn Generation> {
-        None
+    fn about(&self) -> About {
+        About::prompt("/v1/embeddings", "input", "the embeddings API takes an input")
+            .no_results("no embeddings in the answer")
     }
 
     fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
         read::answer(bytes, scan).map(|DataAnswer(a)| a)
-    }
-
-    fn no_results(&self) -> &'static str {
-        "no embeddings in the answer"
     }
 
     /// A string, or an array of token ids and strings.
@@ -125,6 +109,8 @@ impl<'de> Lenient<'de> for Data {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Given;
+    use crate::error::FieldError;
 
     /// The error, the number of results, the usage.
     type Seen = (Option<Value>, Option<usize>, Option<[Option<u64>; 3]>);

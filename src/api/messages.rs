@@ -19,8 +19,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::read::{self, Scan, count_of, filled, nonempty};
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, Said, Usage, sse};
-use crate::error::FieldError;
+use super::{About, Answer, Api, Generation, Piece, Reply, Said, Usage, sse};
 
 pub struct Messages;
 
@@ -28,25 +27,11 @@ pub struct Messages;
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 impl Api for Messages {
-    fn path(&self) -> &'static str {
-        "/v1/messages"
-    }
-
     /// Built in chat's form, translated by `render`.
-    fn prompt_key(&self) -> &'static str {
-        "messages"
-    }
-
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        super::chat::Chat.prompt(given)
-    }
-
-    fn conversation(&self) -> bool {
-        true
-    }
-
-    fn generation(&self) -> Option<&'static dyn Generation> {
-        Some(&Messages)
+    fn about(&self) -> About {
+        About::conversation("/v1/messages", &Messages)
+            .no_results("no content in the answer")
+            .end_event("message_stop")
     }
 
     fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
@@ -56,38 +41,24 @@ impl Api for Messages {
         }
     }
 
-    fn no_results(&self) -> &'static str {
-        "no content in the answer"
-    }
-
-    fn end_event(&self) -> &'static str {
-        "message_stop"
-    }
-
     fn render(&self, chat_body: &[u8]) -> Option<Vec<u8>> {
-        let Ok(Value::Object(body)) = serde_json::from_slice(chat_body) else {
-            return None;
-        };
-        let mut out = Map::new();
-        for (k, v) in body {
-            match k.as_str() {
-                "messages" => {
-                    let (system, messages) = translate(v);
-                    if let Some(s) = system {
-                        out.insert("system".into(), s);
-                    }
-                    out.insert(k, messages);
+        let mut out = super::translate(chat_body, |k, v, out| match k.as_str() {
+            "messages" => {
+                let (system, messages) = translate(v);
+                if let Some(s) = system {
+                    out.insert("system".into(), s);
                 }
-                "tools" => {
-                    out.insert(k, tools(v));
-                }
-                // Anthropic refuses members it does not know.
-                "stream_options" => {}
-                _ => {
-                    out.insert(k, v);
-                }
+                out.insert(k, messages);
             }
-        }
+            "tools" => {
+                out.insert(k, tools(v));
+            }
+            // Anthropic refuses members it does not know.
+            "stream_options" => {}
+            _ => {
+                out.insert(k, v);
+            }
+        })?;
         if !out.contains_key("max_tokens") {
             out.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS));
         }

@@ -8,13 +8,15 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 
 mod choices;
 mod read;
+#[cfg(test)]
+mod testing;
 
 /// The table of endpoints: each line is a value of [`Endpoint`] (its
 /// `--endpoint` name, documented), the module and the type describing it.
@@ -71,30 +73,127 @@ impl Endpoint {
     }
 }
 
+/// What an endpoint is, as facts: its path, the prompt it takes, how it
+/// generates and how its answers say they have no result or are cut off.
+/// Each endpoint states only what differs from OpenAI's shape.
+#[derive(Clone, Copy)]
+pub struct About {
+    /// The path under the base URL, e.g. `/v1/completions`.
+    pub path: &'static str,
+    /// The prompt it takes and the body member that carries it.
+    pub takes: Takes,
+    /// How it generates tokens, if it does: then a body asks for
+    /// `max_tokens` (and `min_tokens`, `ignore_eos` when the flags say so)
+    /// and for a stream, and the simulated server streams them. `None`: a
+    /// body carries neither, and the answer is one whole body.
+    pub generation: Option<&'static dyn Generation>,
+    /// The error of a whole answer whose results ([`Answer::results`])
+    /// are missing or empty, e.g. "no choices in the answer".
+    pub no_results: &'static str,
+    /// The name of the event that ends a stream, for the error of a
+    /// stream cut off.
+    pub end_event: &'static str,
+}
+
+/// Which of a record's prompts an endpoint takes.
+#[derive(Clone, Copy)]
+pub enum Takes {
+    /// A conversation, in chat's `messages` (an endpoint of another shape
+    /// translates them in [`Api::render`]): the record's `messages`, else
+    /// its text as one user message. Its `tools` are sent, `delta` turns
+    /// continue earlier turns, and `--live-answers` applies.
+    Conversation,
+    /// Token ids, else the text, in the body member `key`; `what` says
+    /// what the endpoint takes, for the error of a record with
+    /// `messages` only.
+    Prompt {
+        key: &'static str,
+        what: &'static str,
+    },
+}
+
+impl About {
+    /// A conversation endpoint generating as `generation` says.
+    pub const fn conversation(path: &'static str, generation: &'static dyn Generation) -> About {
+        About {
+            path,
+            takes: Takes::Conversation,
+            generation: Some(generation),
+            no_results: "no choices in the answer",
+            end_event: "[DONE]",
+        }
+    }
+
+    /// An endpoint taking token ids or text in `key`, generating nothing.
+    pub const fn prompt(path: &'static str, key: &'static str, what: &'static str) -> About {
+        About {
+            path,
+            takes: Takes::Prompt { key, what },
+            generation: None,
+            no_results: "no choices in the answer",
+            end_event: "[DONE]",
+        }
+    }
+
+    /// The same, generating as `generation` says.
+    pub const fn generating(self, generation: &'static dyn Generation) -> About {
+        About {
+            generation: Some(generation),
+            ..self
+        }
+    }
+
+    /// The same, whose answers carry their results in another member
+    /// than `choices`: `no_results` is the error of an answer without them.
+    pub const fn no_results(self, no_results: &'static str) -> About {
+        About { no_results, ..self }
+    }
+
+    /// The same, whose streams end with the event `end_event`, not
+    /// `[DONE]`.
+    pub const fn end_event(self, end_event: &'static str) -> About {
+        About { end_event, ..self }
+    }
+}
+
 /// One endpoint: its requests and its answers.
 pub trait Api: Sync {
+    /// What the endpoint is; the methods below without a body of their
+    /// own read it.
+    fn about(&self) -> About;
+
     /// The path under the base URL, e.g. `/v1/completions`.
-    fn path(&self) -> &'static str;
+    fn path(&self) -> &'static str {
+        self.about().path
+    }
 
     /// The body member that carries the prompt.
-    fn prompt_key(&self) -> &'static str;
+    fn prompt_key(&self) -> &'static str {
+        match self.about().takes {
+            Takes::Conversation => "messages",
+            Takes::Prompt { key, .. } => key,
+        }
+    }
 
     /// The prompt a record gives this endpoint, from what it has; an
     /// error naming the record's field when it has no prompt this endpoint
     /// takes.
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError>;
-
-    /// A conversation endpoint: the record's `tools` are sent, `delta`
-    /// turns continue earlier turns, and `--live-answers` applies.
-    fn conversation(&self) -> bool {
-        false
+    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
+        match self.about().takes {
+            Takes::Conversation => given.messages_or_text(),
+            Takes::Prompt { what, .. } => given.ids_or_text(what),
+        }
     }
 
-    /// How the endpoint generates tokens, if it does: then a body asks for
-    /// `max_tokens` (and `min_tokens`, `ignore_eos` when the flags say so)
-    /// and for a stream, and the simulated server streams them. `None`: a
-    /// body carries neither, and the answer is one whole body.
-    fn generation(&self) -> Option<&'static dyn Generation>;
+    /// A conversation endpoint ([`Takes::Conversation`]).
+    fn conversation(&self) -> bool {
+        matches!(self.about().takes, Takes::Conversation)
+    }
+
+    /// How the endpoint generates tokens, if it does ([`About::generation`]).
+    fn generation(&self) -> Option<&'static dyn Generation> {
+        self.about().generation
+    }
 
     /// Read one answer object, a stream event's data or a whole body: an
     /// error only for malformed JSON (a field of an unexpected type counts
@@ -104,10 +203,9 @@ pub trait Api: Sync {
         choices::read(bytes)
     }
 
-    /// The error of a whole answer whose results ([`Answer::results`])
-    /// are missing or empty, e.g. "no choices in the answer".
+    /// The error of a whole answer without results (the `no_results` of [`About`]).
     fn no_results(&self) -> &'static str {
-        "no choices in the answer"
+        self.about().no_results
     }
 
     /// The data of the event that ends a stream (`[DONE]`): a stream that
@@ -117,10 +215,9 @@ pub trait Api: Sync {
         b"[DONE]"
     }
 
-    /// The name of the event that ends a stream, for the error of a
-    /// stream cut off.
+    /// The name of the event that ends a stream (the `end_event` of [`About`]).
     fn end_event(&self) -> &'static str {
-        "[DONE]"
+        self.about().end_event
     }
 
     /// The body sent for a request built in chat's form (`messages`,
@@ -256,6 +353,20 @@ impl<'a> Given<'a> {
         FieldError::new("input_length", "missing: the record has no prompt")
     }
 
+    /// The messages, else the text as one user message: the prompt of a
+    /// conversation endpoint.
+    pub fn messages_or_text(&self) -> Result<Prompt<'a>, FieldError> {
+        match (self.messages, self.text) {
+            (Some(m), _) => Ok(Prompt::Messages(m)),
+            (None, Some(t)) => Ok(Prompt::UserMessage(t)),
+            (None, None) if self.token_ids.is_some() => Err(FieldError::new(
+                "prompt_token_ids",
+                "token ids need --endpoint completions",
+            )),
+            (None, None) => Err(Given::missing()),
+        }
+    }
+
     /// Token ids, else the text: the prompt of an endpoint that takes no
     /// conversation (`takes` says what it takes, for the error a record
     /// with `messages` gets).
@@ -306,6 +417,23 @@ impl Prompt<'_> {
             }
         }
     }
+}
+
+/// A body built in chat's form, translated member by member: `member`
+/// puts what each becomes into the body sent. `None` when the body is not
+/// a JSON object.
+fn translate(
+    chat_body: &[u8],
+    mut member: impl FnMut(String, Value, &mut Map<String, Value>),
+) -> Option<Map<String, Value>> {
+    let Ok(Value::Object(body)) = serde_json::from_slice(chat_body) else {
+        return None;
+    };
+    let mut out = Map::new();
+    for (k, v) in body {
+        member(k, v, &mut out);
+    }
+    Some(out)
 }
 
 /// A prompt a server reads as a string, or an array of token ids and

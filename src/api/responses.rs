@@ -13,31 +13,16 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::read::{self, count_of, filled, nonempty};
-use super::{Answer, Api, Generation, Given, Piece, Prompt, Reply, Said, Usage, sse};
-use crate::error::FieldError;
+use super::{About, Answer, Api, Generation, Piece, Reply, Said, Usage, sse};
 
 pub struct Responses;
 
 impl Api for Responses {
-    fn path(&self) -> &'static str {
-        "/v1/responses"
-    }
-
     /// Built in chat's form, translated by `render`.
-    fn prompt_key(&self) -> &'static str {
-        "messages"
-    }
-
-    fn prompt<'a>(&self, given: &Given<'a>) -> Result<Prompt<'a>, FieldError> {
-        super::chat::Chat.prompt(given)
-    }
-
-    fn conversation(&self) -> bool {
-        true
-    }
-
-    fn generation(&self) -> Option<&'static dyn Generation> {
-        Some(&Responses)
+    fn about(&self) -> About {
+        About::conversation("/v1/responses", &Responses)
+            .no_results("no output in the answer")
+            .end_event("response.completed")
     }
 
     fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
@@ -47,37 +32,23 @@ impl Api for Responses {
         }
     }
 
-    fn no_results(&self) -> &'static str {
-        "no output in the answer"
-    }
-
-    fn end_event(&self) -> &'static str {
-        "response.completed"
-    }
-
     fn render(&self, chat_body: &[u8]) -> Option<Vec<u8>> {
-        let Ok(Value::Object(body)) = serde_json::from_slice(chat_body) else {
-            return None;
-        };
-        let mut out = Map::new();
-        for (k, v) in body {
-            match k.as_str() {
-                "messages" => {
-                    out.insert("input".into(), input(v));
-                }
-                "tools" => {
-                    out.insert(k, tools(v));
-                }
-                "max_tokens" => {
-                    out.insert("max_output_tokens".into(), v);
-                }
-                // Its streams always carry the usage.
-                "stream_options" => {}
-                _ => {
-                    out.insert(k, v);
-                }
+        let out = super::translate(chat_body, |k, v, out| match k.as_str() {
+            "messages" => {
+                out.insert("input".into(), input(v));
             }
-        }
+            "tools" => {
+                out.insert(k, tools(v));
+            }
+            "max_tokens" => {
+                out.insert("max_output_tokens".into(), v);
+            }
+            // Its streams always carry the usage.
+            "stream_options" => {}
+            _ => {
+                out.insert(k, v);
+            }
+        })?;
         serde_json::to_vec(&Value::Object(out)).ok()
     }
 

@@ -50,6 +50,13 @@ pub fn for_each_object_or_row(
     )
 }
 
+/// Append the input's next line to `buf`: its length, 0 at the end.
+pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, source: &str) -> Result<usize> {
+    reader
+        .read_until(b'\n', buf)
+        .map_err(|e| Error::io(source, e))
+}
+
 /// Call `f` with every object of the input, in order.
 pub fn for_each_object(
     mut reader: Box<dyn BufRead + Send>,
@@ -63,10 +70,7 @@ pub fn for_each_object(
     // The first non-blank line decides: a whole object on it means JSONL.
     let first = loop {
         let start = consumed.len();
-        let n = reader
-            .read_until(b'\n', &mut consumed)
-            .map_err(|e| Error::io(&*source, e))?;
-        if n == 0 {
+        if read_line(&mut reader, &mut consumed, &source)? == 0 {
             return Ok(());
         }
         line += 1;
@@ -84,10 +88,7 @@ pub fn for_each_object(
         let mut buf = Vec::new();
         loop {
             buf.clear();
-            let n = reader
-                .read_until(b'\n', &mut buf)
-                .map_err(|e| Error::io(&*source, e))?;
-            if n == 0 {
+            if read_line(&mut reader, &mut buf, &source)? == 0 {
                 return Ok(());
             }
             line += 1;

@@ -35,10 +35,7 @@ pub fn sniff(head: &Head) -> bool {
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let mut starts: HashMap<String, i64> = HashMap::new();
     container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
-        match row(&obj, loc, &mut starts) {
-            Ok(req) => ctx.push(req),
-            Err(e) => ctx.bad(e.at(loc)),
-        }
+        ctx.row(row(&obj, loc, &mut starts), loc)
     })
 }
 

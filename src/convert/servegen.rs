@@ -29,10 +29,7 @@ pub fn sniff(head: &Head) -> bool {
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let rate = ctx.rate;
     container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
-        match request(&obj, loc, rate) {
-            Ok(req) => ctx.push(req),
-            Err(e) => ctx.bad(e.at(loc)),
-        }
+        ctx.row(request(&obj, loc, rate), loc)
     })
 }
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Ctx;
 use super::fields::Object;
+use super::{Ctx, container};
 use crate::error::{Error, Location, Result};
 
 /// Whether the start of an input is a SQL dump with a COPY block: what
@@ -39,10 +39,7 @@ pub fn for_each_row(
     let mut blocks = 0u64;
     loop {
         buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(&*source, e))?;
-        if n == 0 {
+        if container::read_line(&mut reader, &mut buf, &source)? == 0 {
             break;
         }
         line += 1;

@@ -41,10 +41,7 @@ struct Sessions {
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     let mut sessions = Sessions::default();
     container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
-        match round(&obj, loc, &mut sessions) {
-            Ok(req) => ctx.push(req),
-            Err(e) => ctx.bad(e.at(loc)),
-        }
+        ctx.row(round(&obj, loc, &mut sessions), loc)
     })
 }
 

@@ -383,6 +383,27 @@ fn string_in<'a>(
     None
 }
 
+/// `key` of `obj`, a string among `allowed`: else an error saying it is
+/// not `what()` (which names the choices).
+fn string_among<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    key: &str,
+    allowed: &[&str],
+    what: impl FnOnce() -> String,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a str> {
+    let s = string_in(obj, field, key, errors)?;
+    if allowed.contains(&s) {
+        return Some(s);
+    }
+    errors.push(FieldError::new(
+        format!("{field}.{key}"),
+        format!("{} is not {}", show(&obj[key]), what()),
+    ));
+    None
+}
+
 fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<FieldError>) {
     use serde_json::Value;
     let Value::Object(m) = item else {
@@ -393,20 +414,10 @@ fn check_chat_message(field: &str, item: &serde_json::Value, errors: &mut Vec<Fi
         ));
         return;
     };
-    let Some(role) = string_in(m, field, "role", errors) else {
+    let what = || format!("a chat role (one of {})", CHAT_ROLES.join(", "));
+    let Some(role) = string_among(m, field, "role", CHAT_ROLES, what, errors) else {
         return;
     };
-    if !CHAT_ROLES.contains(&role) {
-        errors.push(FieldError::new(
-            format!("{field}.role"),
-            format!(
-                "{} is not a chat role (one of {})",
-                show(&m["role"]),
-                CHAT_ROLES.join(", ")
-            ),
-        ));
-        return;
-    }
     let calls = m.get("tool_calls").filter(|c| !c.is_null());
     let has_calls = calls.is_some_and(|c| c.as_array().is_some_and(|a| !a.is_empty()))
         || m.get("function_call").is_some_and(|c| !c.is_null());
@@ -513,22 +524,17 @@ fn check_content_part(
             part,
         ));
     };
-    let Some(ty) = string_in(p, field, "type", errors) else {
+    let allowed = part_types(role);
+    let what = || {
+        format!(
+            "a content part of a {role} message ({} {})",
+            if allowed.len() == 1 { "only" } else { "one of" },
+            allowed.join(", ")
+        )
+    };
+    let Some(ty) = string_among(p, field, "type", allowed, what, errors) else {
         return;
     };
-    let allowed = part_types(role);
-    if !allowed.contains(&ty) {
-        errors.push(FieldError::new(
-            format!("{field}.type"),
-            format!(
-                "{} is not a content part of a {role} message ({} {})",
-                show(&p["type"]),
-                if allowed.len() == 1 { "only" } else { "one of" },
-                allowed.join(", ")
-            ),
-        ));
-        return;
-    }
     // The field each type needs, and what it holds.
     let (key, url) = match ty {
         "text" => ("text", false),

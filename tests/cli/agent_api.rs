@@ -2,35 +2,44 @@
 //! results under the live answer's call ids, `--live-answers` on every
 //! generating endpoint, and the sessions' figures of agentic runs.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
 use crate::servers::{Answer, Scripted, Sim};
-use crate::util::{Cmd, Run, columns};
+use crate::util::{
+    self, Run, close, close_at, columns, live_answer_session, replay, summary_json, trace,
+};
 
-fn trace(records: &[Value]) -> String {
-    records.iter().map(|r| format!("{r}\n")).collect()
-}
-
-fn replay(args: &[&str], input: &str) -> Run {
-    Cmd::new("trace-replay")
-        .args(["--quiet"])
-        .args(args)
-        .stdin(input)
-        .run()
-}
-
-/// Results by index, one per record.
-pub(crate) fn by_index(run: &Run, n: usize) -> Vec<Value> {
+/// Results by index, one per record, of a run that exits 0.
+fn by_index(run: &Run, n: usize) -> Vec<Value> {
     run.code(0);
-    let mut out = BTreeMap::new();
-    for r in run.json_lines() {
-        let i = r["index"].as_u64().unwrap();
-        assert!(out.insert(i, r).is_none(), "index {i} twice");
-    }
-    assert_eq!(out.len(), n, "one result per record");
-    out.into_values().collect()
+    util::by_index(run, n).into_values().collect()
+}
+
+/// The results of `input`'s `n` records replayed to `server` as
+/// `--endpoint messages`, with `flags`.
+fn to_messages(server: &Scripted, flags: &[&str], input: &str, n: usize) -> Vec<Value> {
+    to_endpoint(server, "messages", flags, input, n)
+}
+
+/// The same, to `endpoint`.
+fn to_endpoint(
+    server: &Scripted,
+    endpoint: &str,
+    flags: &[&str],
+    input: &str,
+    n: usize,
+) -> Vec<Value> {
+    let mut args = vec!["--url", server.url.as_str(), "--endpoint", endpoint];
+    args.extend(flags);
+    by_index(&replay(&args, input), n)
+}
+
+/// What each result says of its answer's end and tokens.
+fn ends(results: &[Value]) -> Vec<Value> {
+    columns(
+        results,
+        "status prompt_tokens completion_tokens cached_tokens finish_reason error",
+    )
 }
 
 /// The bodies POSTed, each to `path`, in the order they came.
@@ -99,11 +108,7 @@ fn llama_messages(body: &str) -> Answer {
             ),
             ("message_stop", r#"{"type":"message_stop"}"#),
         ];
-        let sse: String = events
-            .iter()
-            .map(|(e, d)| format!("event: {e}\ndata: {d}\n\n"))
-            .collect();
-        return Answer::sse(sse.as_bytes(), 11);
+        return Answer::events(&events, 11);
     }
     Answer::json(
         "200 OK",
@@ -114,30 +119,11 @@ fn llama_messages(body: &str) -> Answer {
 #[test]
 fn messages_are_sent_translated_and_their_answers_read() {
     let server = Scripted::start(llama_messages);
-    let run = replay(
-        &[
-            "--url",
-            &server.url,
-            "--model",
-            "m",
-            "--endpoint",
-            "messages",
-        ],
-        &two_records(),
-    );
-    let r = by_index(&run, 2);
+    let r = to_messages(&server, &["--model", "m"], &two_records(), 2);
     // The prompt is 5 + 4 tokens, 4 of them cached; the stream's text
     // deltas are its three content chunks (two gaps).
-    assert_eq!(
-        columns(
-            &r,
-            "status prompt_tokens completion_tokens cached_tokens finish_reason error"
-        ),
-        [
-            json!(["ok", 9, 3, 4, "max_tokens", null]),
-            json!(["ok", 9, 3, 4, "max_tokens", null])
-        ]
-    );
+    let ok = json!(["ok", 9, 3, 4, "max_tokens", null]);
+    assert_eq!(ends(&r), [ok.clone(), ok]);
     assert_eq!(r[0]["itl_ms"].as_array().unwrap().len(), 2, "{}", r[0]);
     assert!(r[0]["ttft_ms"].as_f64().unwrap() >= r[0]["first_chunk_ms"].as_f64().unwrap());
     assert_eq!(
@@ -151,17 +137,7 @@ fn messages_are_sent_translated_and_their_answers_read() {
     );
     // Whole answers: no TTFT.
     let server = Scripted::start(llama_messages);
-    let run = replay(
-        &[
-            "--url",
-            &server.url,
-            "--endpoint",
-            "messages",
-            "--no-stream",
-        ],
-        &two_records(),
-    );
-    let r = by_index(&run, 2);
+    let r = to_messages(&server, &["--no-stream"], &two_records(), 2);
     assert_eq!(
         columns(
             &r,
@@ -186,11 +162,7 @@ event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,
 #[test]
 fn a_messages_stream_without_message_stop_is_an_error() {
     let server = Scripted::start(cut_messages);
-    let run = replay(
-        &["--url", &server.url, "--endpoint", "messages"],
-        &two_records(),
-    );
-    let r = by_index(&run, 2);
+    let r = to_messages(&server, &[], &two_records(), 2);
     assert_eq!(
         columns(&r, "status prompt_tokens error"),
         [
@@ -243,11 +215,7 @@ fn llama_responses(body: &str) -> Answer {
                 r#"{"response":{"created_at":1795454079,"id":"resp_1","model":"tiny","object":"response","output":[{"content":[{"annotations":[],"logprobs":[],"text":" a b c","type":"output_text"}],"id":"msg_1","role":"assistant","status":"completed","type":"message"}],"status":"completed","usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":4},"output_tokens":3,"total_tokens":12}},"type":"response.completed"}"#,
             ),
         ];
-        let sse: String = events
-            .iter()
-            .map(|(e, d)| format!("event: {e}\ndata: {d}\n\n"))
-            .collect();
-        return Answer::sse(sse.as_bytes(), 13);
+        return Answer::events(&events, 13);
     }
     Answer::json(
         "200 OK",
@@ -259,21 +227,11 @@ fn llama_responses(body: &str) -> Answer {
 fn responses_are_sent_as_input_items_and_their_answers_read() {
     for (flags, ttft, stream) in [(&[][..], true, true), (&["--no-stream"][..], false, false)] {
         let server = Scripted::start(llama_responses);
-        let mut args = vec!["--url", server.url.as_str(), "--model", "m"];
-        args.extend_from_slice(&["--endpoint", "responses"]);
+        let mut args = vec!["--model", "m"];
         args.extend_from_slice(flags);
-        let r = by_index(&replay(&args, &two_records()), 2);
-        assert_eq!(
-            columns(
-                &r,
-                "status prompt_tokens completion_tokens cached_tokens finish_reason error"
-            ),
-            [
-                json!(["ok", 9, 3, 4, "completed", null]),
-                json!(["ok", 9, 3, 4, "completed", null])
-            ],
-            "{flags:?}"
-        );
+        let r = to_endpoint(&server, "responses", &args, &two_records(), 2);
+        let ok = json!(["ok", 9, 3, 4, "completed", null]);
+        assert_eq!(ends(&r), [ok.clone(), ok], "{flags:?}");
         assert_eq!(r[0]["ttft_ms"].is_number(), ttft, "{}", r[0]);
         if ttft {
             assert_eq!(r[0]["itl_ms"].as_array().unwrap().len(), 2, "{}", r[0]);
@@ -365,53 +323,40 @@ fn tool_session() -> String {
 
 #[test]
 fn recorded_tool_results_are_sent_under_the_live_call_ids() {
-    let server = Scripted::start(tool_calling_answer);
-    let r = by_index(
-        &replay(&["--url", &server.url, "--no-stream"], &tool_session()),
-        2,
-    );
-    assert_eq!(columns(&r, "status"), [json!(["ok"]), json!(["ok"])]);
-    let sent = bodies(&server, "/v1/chat/completions");
-    assert_eq!(
-        sent[1]["messages"],
-        json!([
-            {"role": "user", "content": "look"},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "live_1", "type": "function", "function": {"name": "read", "arguments": "{\"p\":1}"}},
-                {"id": "live_2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "live_1", "content": "listing"},
-            {"role": "tool", "tool_call_id": "live_2", "content": "contents"},
-        ])
-    );
+    let chat = json!([
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "live_1", "type": "function", "function": {"name": "read", "arguments": "{\"p\":1}"}},
+            {"id": "live_2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "live_1", "content": "listing"},
+        {"role": "tool", "tool_call_id": "live_2", "content": "contents"},
+    ]);
     // The same over the Messages API: the live `tool_use` ids answer.
-    let server = Scripted::start(tool_using_message);
-    let r = by_index(
-        &replay(
-            &[
-                "--url",
-                &server.url,
-                "--no-stream",
-                "--endpoint",
-                "messages",
-            ],
-            &tool_session(),
+    let messages = json!([
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": 1}},
+            {"type": "tool_use", "id": "toolu_2", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "listing"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "contents"}]},
+    ]);
+    let mut sent = Vec::new();
+    for (answer, endpoint, path, want) in [
+        (
+            tool_calling_answer as fn(&str) -> Answer,
+            "chat",
+            "/v1/chat/completions",
+            chat,
         ),
-        2,
-    );
-    assert_eq!(columns(&r, "status"), [json!(["ok"]), json!(["ok"])]);
-    let sent = bodies(&server, "/v1/messages");
-    assert_eq!(
-        sent[1]["messages"],
-        json!([
-            {"role": "user", "content": "look"},
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": 1}},
-                {"type": "tool_use", "id": "toolu_2", "name": "ls", "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "listing"},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "contents"}]},
-        ])
-    );
+        (tool_using_message, "messages", "/v1/messages", messages),
+    ] {
+        let server = Scripted::start(answer);
+        let r = to_endpoint(&server, endpoint, &["--no-stream"], &tool_session(), 2);
+        assert_eq!(columns(&r, "status"), [json!(["ok"]), json!(["ok"])]);
+        sent = bodies(&server, path);
+        assert_eq!(sent[1]["messages"], want, "{endpoint}");
+    }
     assert_eq!(
         sent[0]["tools"],
         json!([{"name": "read",
@@ -421,30 +366,13 @@ fn recorded_tool_results_are_sent_under_the_live_call_ids() {
 
 #[test]
 fn live_answers_on_completions_carry_the_previous_prompt_and_answer() {
-    // As the chat test in replay.rs: turn 2 shares turn 1's two blocks and
+    // As the chat test in replay_sessions.rs: turn 2 shares turn 1's two blocks and
     // asks for 2,048 tokens; turn 1's answer is 512 tokens.
-    let input = trace(&[
-        json!({"session_id": "s", "timestamp": 0, "input_length": 1024, "hash_ids": [1, 2],
-               "output_length": 512}),
-        json!({"session_id": "s", "delay": 0, "input_length": 2048, "hash_ids": [1, 2, 3, 4],
-               "output_length": 1}),
-    ]);
-    let cached = |flags: &[&str]| -> Vec<Value> {
-        let sim = Sim::start(&["--itl-ms", "0"]);
-        let mut args = vec!["--url", sim.url.as_str(), "--endpoint", "completions"];
-        args.extend_from_slice(flags);
-        columns(
-            &by_index(&replay(&args, &input), 2),
-            "prompt_tokens cached_tokens",
-        )
-    };
-    assert_eq!(cached(&[]), [json!([1024, 0]), json!([2048, 1024])]);
+    let cached = |flags: &[&str]| live_answer_session(&["--endpoint", "completions"], flags);
+    assert_eq!(cached(&[]), [(1024, 0), (2048, 1024)]);
     // Live: turn 1's prompt (1,024 words), its answer (512), then 512 new
     // words: trace-sim finds the first three blocks cached.
-    assert_eq!(
-        cached(&["--live-answers"]),
-        [json!([1024, 0]), json!([2048, 1536])]
-    );
+    assert_eq!(cached(&["--live-answers"]), [(1024, 0), (2048, 1536)]);
 }
 
 #[test]
@@ -460,11 +388,6 @@ fn live_answers_are_refused_where_nothing_is_generated() {
         "{}",
         run.stderr
     );
-}
-
-fn close(v: &Value, want: f64) {
-    let got = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
-    assert!((got - want).abs() < 1e-9, "{got} != {want}");
 }
 
 /// Two agent sessions, worked out by hand (`big` is the main model,
@@ -531,34 +454,31 @@ fn agent_results() -> String {
 fn summarize_gives_each_agent_sessions_tokens_cache_and_ttft_by_turn_and_model() {
     let dir = crate::util::TestDir::new("agent-sessions");
     dir.write("r.ndjson", agent_results());
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--format", "json", "r.ndjson"])
-        .run();
-    run.ok();
-    let s = &run.json()["sessions"];
+    let report = summary_json(&[], dir.join("r.ndjson"));
+    let s = &report["sessions"];
     assert_eq!((&s["count"], &s["completed"]), (&json!(2), &json!(1)));
-    close(&s["turns"]["mean"], 2.5);
-    close(&s["duration_ms"]["min"], 300.0);
-    close(&s["duration_ms"]["max"], 510.0);
-    close(&s["tokens"]["mean"], 247.5);
-    close(&s["tokens"]["max"], 375.0);
-    close(&s["cache_hit_rate"]["mean"], 0.25);
-    close(&s["cache_hit_rate"]["max"], 0.5);
-    close(&s["cache_hit_rate"]["min"], 0.0);
+    close_at(
+        s,
+        &[
+            ("/turns/mean", 2.5),
+            ("/duration_ms/min", 300.0),
+            ("/duration_ms/max", 510.0),
+            ("/tokens/mean", 247.5),
+            ("/tokens/max", 375.0),
+            ("/cache_hit_rate/mean", 0.25),
+            ("/cache_hit_rate/max", 0.5),
+            ("/cache_hit_rate/min", 0.0),
+            ("/ttft_first_turn_ms/mean", 45.0),
+            ("/ttft_later_turns_ms/mean", 15.0),
+            ("/ttft_by_model_ms/big/mean", 110.0 / 3.0),
+            ("/ttft_by_model_ms/small/max", 10.0),
+        ],
+    );
     assert_eq!(s["ttft_first_turn_ms"]["count"], 2);
-    close(&s["ttft_first_turn_ms"]["mean"], 45.0);
     assert_eq!(s["ttft_later_turns_ms"]["count"], 2);
-    close(&s["ttft_later_turns_ms"]["mean"], 15.0);
-    close(&s["ttft_by_model_ms"]["big"]["mean"], 110.0 / 3.0);
-    close(&s["ttft_by_model_ms"]["small"]["max"], 10.0);
     // By session: each stands alone.
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--format", "json", "--by", "session", "r.ndjson"])
-        .run();
-    run.ok();
-    let groups = &run.json()["groups"];
+    let by_session = summary_json(&["--by", "session"], dir.join("r.ndjson"));
+    let groups = &by_session["groups"];
     let a = &groups["a"]["sessions"];
     assert_eq!(a["count"], 1);
     close(&a["turns"]["max"], 3.0);

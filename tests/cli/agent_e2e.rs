@@ -7,10 +7,9 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_api::by_index;
 use crate::convert::fixture;
 use crate::servers::Sim;
-use crate::util::Cmd;
+use crate::util::{Cmd, by_index};
 
 /// The slice converted and sped up 100×: its three minutes of calls and
 /// think time in under two seconds.
@@ -43,7 +42,8 @@ fn replay(session: &str, flags: &[&str]) -> Vec<Value> {
         .args(flags)
         .stdin(session)
         .run();
-    let results = by_index(&run, CALLS);
+    run.code(0);
+    let results: Vec<Value> = by_index(&run, CALLS).into_values().collect();
     for r in &results {
         assert_eq!(r["status"], json!("ok"), "{flags:?}: {r}");
         assert_eq!(r["session_id"], json!("trace_0291"), "{r}");

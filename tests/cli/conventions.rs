@@ -19,7 +19,7 @@
 
 use serde_json::Value;
 
-use crate::util::{assert_rows, data, run_file, summary_text};
+use crate::util::{assert_rows, close, data, run_file, summary_text};
 
 fn summarize(args: &[&str]) -> Value {
     let args = [&["--format", "json"], args].concat();
@@ -57,12 +57,6 @@ pub(crate) fn figures(v: &Value, count: u64, want: [f64; 8]) {
             .unwrap_or_else(|| panic!("{k} is not a number in {v}"));
         assert!((g - w).abs() < 1e-9, "{k}: got {g}, want {w}");
     }
-}
-
-#[track_caller]
-pub(crate) fn close(got: &Value, want: f64) {
-    let g = got.as_f64().unwrap_or_else(|| panic!("{got}"));
-    assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
 }
 
 /// numpy's default percentile ("linear") of 20, 30, 40, 50: index

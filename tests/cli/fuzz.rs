@@ -345,13 +345,7 @@ fn what_a_tool_writes_the_next_accepts() {
         .run(&edged_trace(), |trace| {
             dir.write("t.jsonl", &trace);
             let valid_in = dir.cmd("trace-validate").arg("t.jsonl").run().code == 0;
-            let strict_in = valid_in
-                && dir
-                    .cmd("trace-validate")
-                    .args(["--strict", "t.jsonl"])
-                    .run()
-                    .code
-                    == 0;
+            let strict_in = valid_in && strict(&dir, "t.jsonl").code == 0;
             for (tool, args) in tools {
                 let run = dir.cmd(tool).args(*args).arg("t.jsonl").run();
                 sound(&run, true)?;
@@ -362,28 +356,34 @@ fn what_a_tool_writes_the_next_accepts() {
                 let check = dir.cmd("trace-validate").arg("out.jsonl").run();
                 prop_assert!(
                     check.code == 0 || (!valid_in && *tool != "trace-convert"),
-                    "{} wrote what trace-validate refuses:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
-                    run.desc,
-                    run.stdout_str(),
-                    check.stderr
+                    "{}",
+                    refused("trace-validate refuses", &run, &trace, &check)
                 );
                 if strict_in {
-                    let check = dir
-                        .cmd("trace-validate")
-                        .args(["--strict", "out.jsonl"])
-                        .run();
-                    prop_assert!(
-                        check.code == 0,
-                        "{} wrote what trace-validate --strict refuses, from a trace it accepts:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
-                        run.desc,
-                        run.stdout_str(),
-                        check.stderr
-                    );
+                    let check = strict(&dir, "out.jsonl");
+                    let what = "trace-validate --strict refuses, from a trace it accepts";
+                    prop_assert!(check.code == 0, "{}", refused(what, &run, &trace, &check));
                 }
             }
             Ok(())
         })
         .unwrap();
+}
+
+/// trace-validate --strict of `file` in `dir`.
+fn strict(dir: &TestDir, file: &str) -> Run {
+    dir.cmd("trace-validate").args(["--strict", file]).run()
+}
+
+/// The failure of a property: `run` wrote, from `trace`, what `check`
+/// refuses (`what` says who and how).
+fn refused(what: &str, run: &Run, trace: &str, check: &Run) -> String {
+    format!(
+        "{} wrote what {what}:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
+        run.desc,
+        run.stdout_str(),
+        check.stderr
+    )
 }
 
 /// trace-synth, slower (it loads the synthesizer): the same property.
@@ -393,27 +393,14 @@ fn what_synth_writes_validates() {
     runner(6)
         .run(&edged_trace(), |trace| {
             dir.write("t.jsonl", &trace);
-            let strict_in = dir
-                .cmd("trace-validate")
-                .args(["--strict", "t.jsonl"])
-                .run()
-                .code
-                == 0;
+            let strict_in = strict(&dir, "t.jsonl").code == 0;
             let run = dir.cmd("trace-synth").arg("t.jsonl").run();
             sound(&run, true)?;
             if strict_in && run.code == 0 && !run.stdout.is_empty() {
                 dir.write("out.jsonl", &run.stdout);
-                let check = dir
-                    .cmd("trace-validate")
-                    .args(["--strict", "out.jsonl"])
-                    .run();
-                prop_assert!(
-                    check.code == 0,
-                    "{} wrote what trace-validate --strict refuses:\n--- input ---\n{trace}--- output ---\n{}--- validate ---\n{}",
-                    run.desc,
-                    run.stdout_str(),
-                    check.stderr
-                );
+                let check = strict(&dir, "out.jsonl");
+                let what = "trace-validate --strict refuses";
+                prop_assert!(check.code == 0, "{}", refused(what, &run, &trace, &check));
             }
             Ok(())
         })

@@ -15,6 +15,13 @@ fn timestamps(recs: &[Value]) -> Vec<f64> {
         .collect()
 }
 
+/// The timestamps of `--arrival constant` with `args` (words apart).
+fn constant(args: &str) -> Vec<f64> {
+    let mut all: Vec<&str> = args.split_whitespace().collect();
+    all.extend(["--arrival", "constant"]);
+    timestamps(&generate(&all))
+}
+
 fn field(recs: &[Value], name: &str) -> Vec<f64> {
     recs.iter().map(|r| r[name].as_f64().unwrap()).collect()
 }
@@ -85,62 +92,34 @@ fn gamma_arrivals_have_the_cv_asked_for() {
 
 #[test]
 fn constant_arrivals_are_exact() {
-    let ts = timestamps(&generate(&[
-        "--count",
-        "5",
-        "--rate",
-        "4",
-        "--arrival",
-        "constant",
-    ]));
-    assert_eq!(ts, [0.0, 250.0, 500.0, 750.0, 1000.0]);
+    assert_eq!(
+        constant("--count 5 --rate 4"),
+        [0.0, 250.0, 500.0, 750.0, 1000.0]
+    );
     // No rate: all at once, as vLLM's default `inf`.
     let ts = timestamps(&generate(&["--count", "3"]));
     assert_eq!(ts, [0.0, 0.0, 0.0]);
     // --duration 1s at 4/s: 0, 250, 500, 750 (1000 is not within 1 s).
-    let ts = timestamps(&generate(&[
-        "--duration",
-        "1s",
-        "--rate",
-        "4",
-        "--arrival",
-        "constant",
-    ]));
-    assert_eq!(ts, [0.0, 250.0, 500.0, 750.0]);
+    assert_eq!(
+        constant("--duration 1s --rate 4"),
+        [0.0, 250.0, 500.0, 750.0]
+    );
 }
 
 #[test]
 fn ramps_follow_vllm() {
     // Linear from 10 to 20 over 3 arrivals: arrival 1 at 10 + 10·1/2 = 15/s
     // (a gap of 66.667 ms), arrival 2 at 20/s (50 ms).
-    let ts = timestamps(&generate(&[
-        "--count",
-        "3",
-        "--rate",
-        "20",
-        "--ramp-up",
-        "linear",
-        "--ramp-from",
-        "10",
-        "--arrival",
-        "constant",
-    ]));
-    assert_eq!(ts, [0.0, 66.667, 116.667]);
+    assert_eq!(
+        constant("--count 3 --rate 20 --ramp-up linear --ramp-from 10"),
+        [0.0, 66.667, 116.667]
+    );
     // Exponential from 5 to 20: arrival 1 at 5·4^(1/2) = 10/s (100 ms),
     // arrival 2 at 20/s (50 ms).
-    let ts = timestamps(&generate(&[
-        "--count",
-        "3",
-        "--rate",
-        "20",
-        "--ramp-up",
-        "exponential",
-        "--ramp-from",
-        "5",
-        "--arrival",
-        "constant",
-    ]));
-    assert_eq!(ts, [0.0, 100.0, 150.0]);
+    assert_eq!(
+        constant("--count 3 --rate 20 --ramp-up exponential --ramp-from 5"),
+        [0.0, 100.0, 150.0]
+    );
 }
 
 #[test]
@@ -226,13 +205,8 @@ fn from_a_trace_draws_its_records_pairs() {
 
 #[test]
 fn the_same_seed_gives_the_same_bytes() {
-    let args = [
-        "--count",
-        "500",
-        "--rate",
-        "7",
-        "--arrival",
-        "gamma:1.5",
+    let arrivals = ["--count", "500", "--rate", "7", "--arrival", "gamma:1.5"];
+    let lengths = [
         "--input-len",
         "lognormal:300,200",
         "--output-len",
@@ -240,36 +214,21 @@ fn the_same_seed_gives_the_same_bytes() {
         "--shared-prefix",
         "1024",
     ];
-    let a = Cmd::new("trace-gen")
-        .args(args)
-        .arg("--seed")
-        .arg("9")
-        .run();
-    let b = Cmd::new("trace-gen")
-        .args(args)
-        .arg("--seed")
-        .arg("9")
-        .run();
-    let c = Cmd::new("trace-gen")
-        .args(args)
-        .arg("--seed")
-        .arg("10")
-        .run();
+    let seeded = |seed: &str| {
+        Cmd::new("trace-gen")
+            .args(arrivals)
+            .args(lengths)
+            .args(["--seed", seed])
+            .run()
+    };
+    let (a, b, c) = (seeded("9"), seeded("9"), seeded("10"));
     a.ok();
     assert_eq!(a.stdout, b.stdout);
     assert_ne!(a.stdout, c.stdout);
     // Another length law leaves the arrivals as they were.
     let d = Cmd::new("trace-gen")
-        .args([
-            "--count",
-            "500",
-            "--rate",
-            "7",
-            "--arrival",
-            "gamma:1.5",
-            "--seed",
-            "9",
-        ])
+        .args(arrivals)
+        .args(["--seed", "9"])
         .run();
     assert_eq!(timestamps(&a.json_lines()), timestamps(&d.json_lines()));
 }

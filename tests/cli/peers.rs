@@ -21,10 +21,9 @@
 use serde_json::Value;
 
 use crate::conventions::{
-    AIPERF_ROWS, TTFT_LINEAR, close, e2e_to_last_token_linear, figures, guidellm_figures,
-    linear_figures,
+    AIPERF_ROWS, TTFT_LINEAR, e2e_to_last_token_linear, figures, guidellm_figures, linear_figures,
 };
-use crate::util::{Cmd, TestDir, assert_rows, data, run_file, run_stdin};
+use crate::util::{Cmd, TestDir, assert_rows, close, data, run_file, run_stdin};
 
 /// trace-summarize `args…` on a peer file: its exit 0 and its output.
 fn summarize(args: &[&str], file: &str) -> String {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{Run, TestDir, bin};
+use crate::util::{Run, TestDir, bin, trace};
 
 /// The cached server binary and model, if scripts/real-server.sh made them.
 fn cached() -> Option<(PathBuf, PathBuf)> {
@@ -114,10 +114,6 @@ impl Drop for Llama {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn trace(records: &[Value]) -> String {
-    records.iter().map(|r| format!("{r}\n")).collect()
 }
 
 impl Llama {

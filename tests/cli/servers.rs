@@ -53,6 +53,16 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// An SSE stream of named `events` (name, data), in pieces of
+    /// `piece` bytes.
+    pub fn events(events: &[(&str, &str)], piece: usize) -> Answer {
+        let sse: String = events
+            .iter()
+            .map(|(e, d)| format!("event: {e}\ndata: {d}\n\n"))
+            .collect();
+        Answer::sse(sse.as_bytes(), piece)
+    }
+
     /// An SSE stream delimited by the connection's close.
     pub fn sse(body: &[u8], piece: usize) -> Answer {
         Answer {

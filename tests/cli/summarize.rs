@@ -14,18 +14,12 @@
 
 use serde_json::Value;
 
-use crate::util::{TestDir, assert_text_eq, data, run_file, run_stdin, summary_json, summary_text};
+use crate::util::{
+    TestDir, assert_text_eq, close, close_at, data, run_file, run_stdin, summary_json, summary_text,
+};
 
 fn summarize(args: &[&str]) -> Value {
     summary_json(args, data("results/small.ndjson"))
-}
-
-#[track_caller]
-fn close(got: &Value, want: f64) {
-    let g = got
-        .as_f64()
-        .unwrap_or_else(|| panic!("{got} is not a number"));
-    assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
 }
 
 #[test]
@@ -772,24 +766,24 @@ fn sessions_turns_durations_and_the_cache_by_turn() {
         line("s1", 2, 150.0, Some(50.0), true, Some((200, 150))),
     ]
     .concat();
-    dir.write("r.ndjson", &text);
-    let run = dir
-        .cmd("trace-summarize")
-        .args(["--format", "json", "r.ndjson"])
-        .run();
-    run.ok();
-    let s = &run.json()["sessions"];
+    let report = summary_json(&[], dir.write("r.ndjson", &text));
+    let s = &report["sessions"];
     assert_eq!(
         (&s["count"], &s["completed"]),
         (&Value::from(2), &Value::from(1))
     );
-    close(&s["turns"]["mean"], 2.0);
-    close(&s["turns"]["max"], 2.0);
-    close(&s["duration_ms"]["mean"], 120.0);
-    close(&s["duration_ms"]["p50"], 40.0);
-    close(&s["duration_ms"]["max"], 200.0);
-    close(&s["cache_hit_rate_by_turn"]["1"], 0.1);
-    close(&s["cache_hit_rate_by_turn"]["2"], 0.75);
+    close_at(
+        s,
+        &[
+            ("/turns/mean", 2.0),
+            ("/turns/max", 2.0),
+            ("/duration_ms/mean", 120.0),
+            ("/duration_ms/p50", 40.0),
+            ("/duration_ms/max", 200.0),
+            ("/cache_hit_rate_by_turn/1", 0.1),
+            ("/cache_hit_rate_by_turn/2", 0.75),
+        ],
+    );
 
     let run = dir.cmd("trace-summarize").arg("r.ndjson").run();
     run.ok();

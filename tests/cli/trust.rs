@@ -25,6 +25,14 @@ fn convert_valid(args: &[&str]) -> Run {
     run
 }
 
+/// A shared fixture converted `--from` the source named (checked as for
+/// [`convert_valid`]): the run and its records.
+fn converted(source: &str, name: &str) -> (Run, Vec<Value>) {
+    let run = convert_valid(&["--from", source, &fixture(name)]);
+    let records = run.json_lines();
+    (run, records)
+}
+
 /// `(id, timestamp, after, delay, session_id)` of each record written.
 fn shape(run: &Run) -> Vec<(Value, Value, Value, Value, Value)> {
     run.json_lines()
@@ -107,12 +115,7 @@ fn langfuse_wrappers_leave_their_inner_calls_and_one_call_sessions_stay() {
     // Times from 08:00:00.020: the inner calls at 0 and 980 ms (the second
     // 100 ms after the first ended at 900), the one-call session chat-2 at
     // 08:00:05.000, 4980 ms.
-    let run = convert_valid(&[
-        "--from",
-        "langfuse",
-        &fixture("langfuse/wrapper_generations.constructed.json"),
-    ]);
-    let out = run.json_lines();
+    let (run, out) = converted("langfuse", "langfuse/wrapper_generations.constructed.json");
     assert_eq!(
         shape(&run),
         [
@@ -156,12 +159,7 @@ fn otel_console_exporter_output_is_read() {
     // Two chat spans of one trace and session (0x ids read without the
     // 0x): 09:30:00.000–01.250 and 09:30:02.000–02.800; the second waits
     // for the first, 2000 − 1250 = 750 ms. The agent span is no call.
-    let run = convert_valid(&[
-        "--from",
-        "otel",
-        &fixture("containers/otel_console_exporter.constructed.txt"),
-    ]);
-    let out = run.json_lines();
+    let (run, out) = converted("otel", "containers/otel_console_exporter.constructed.txt");
     assert_eq!(
         shape(&run),
         [
@@ -206,12 +204,7 @@ fn agentops_trace_export_is_read() {
     // 56.212145; 271/413 tokens. It starts 12072.117 ms after LLM 1, which
     // ended 20.329 ms before it. Counts are strings; the trace id is the
     // export's, given as the session of the two calls.
-    let run = convert_valid(&[
-        "--from",
-        "otel",
-        &fixture("containers/agentops_trace.constructed.json"),
-    ]);
-    let out = run.json_lines();
+    let (run, out) = converted("otel", "containers/agentops_trace.constructed.json");
     let trace = json!("b520ab60214d54b570cf701c7ad28faf");
     assert_eq!(
         shape(&run),

@@ -1,6 +1,8 @@
 //! The twin: trace-sim --offline (the model in virtual time), --fit (the
 //! model from a run's results) and --profile (served).
 
+use serde_json::json;
+
 use crate::util::*;
 
 /// α 10 ms, β 0.01 ms per prefill token, γ 1 ms per decoding request, two
@@ -42,22 +44,38 @@ fn figures(run: &Run) -> Vec<(u64, f64, f64, f64, Vec<f64>, f64)> {
         .collect()
 }
 
-#[test]
-fn offline_results_come_at_the_models_exact_times() {
-    let dir = TestDir::new("twin-offline");
+/// A directory of its own holding [`PROFILE`] as `p.json` and `trace`
+/// as `t.jsonl`.
+fn with_profile(name: &str, trace: &str) -> TestDir {
+    let dir = TestDir::new(name);
     dir.write("p.json", PROFILE);
-    // 0 (200 tokens in, 3 out) at 0; 1 (300 in, 2 out) at 5.
-    // Step 1, 0 → 12: 0's prefill, 10 + 0.01 × 200.
-    // Step 2, 12 → 26: 0 decodes (1), 1 prefills 300 (3): 14.
-    // Step 3, 26 → 38: both decode: 12. Both are done.
-    let trace = "{\"timestamp\":1000,\"input_length\":200,\"output_length\":3}\n\
-                 {\"timestamp\":1005,\"input_length\":300,\"output_length\":2}\n";
+    dir.write("t.jsonl", trace);
+    dir
+}
+
+/// trace-sim `--offline` on `trace` with [`PROFILE`], in a directory of
+/// its own; it must exit 0.
+fn offline(name: &str, trace: &str) -> Run {
+    let dir = TestDir::new(name);
+    dir.write("p.json", PROFILE);
     let run = dir
         .cmd("trace-sim")
         .args(["--offline", "--profile", "p.json"])
         .stdin(trace)
         .run();
     run.ok();
+    run
+}
+
+#[test]
+fn offline_results_come_at_the_models_exact_times() {
+    // 0 (200 tokens in, 3 out) at 0; 1 (300 in, 2 out) at 5.
+    // Step 1, 0 → 12: 0's prefill, 10 + 0.01 × 200.
+    // Step 2, 12 → 26: 0 decodes (1), 1 prefills 300 (3): 14.
+    // Step 3, 26 → 38: both decode: 12. Both are done.
+    let trace = "{\"timestamp\":1000,\"input_length\":200,\"output_length\":3}\n\
+                 {\"timestamp\":1005,\"input_length\":300,\"output_length\":2}\n";
+    let run = offline("twin-offline", trace);
     assert_eq!(
         figures(&run),
         vec![
@@ -74,8 +92,6 @@ fn offline_results_come_at_the_models_exact_times() {
 
 #[test]
 fn offline_honours_after_delay_and_sessions() {
-    let dir = TestDir::new("twin-offline-deps");
-    dir.write("p.json", PROFILE);
     // a: prefill 0 → 11 (10 + 0.01 × 100), decode 11 → 22.
     // b waits for a, then 100 ms: sent at 122, done at 133.
     // c, a session's first turn, at 200: done at 211.
@@ -85,12 +101,7 @@ fn offline_honours_after_delay_and_sessions() {
 {"session_id":"s","timestamp":200,"input_length":100,"output_length":1}
 {"session_id":"s","timestamp":201,"delay":10,"input_length":100,"output_length":1}
 "#;
-    let run = dir
-        .cmd("trace-sim")
-        .args(["--offline", "--profile", "p.json"])
-        .stdin(trace)
-        .run();
-    run.ok();
+    let run = offline("twin-offline-deps", trace);
     assert_eq!(
         figures(&run),
         vec![
@@ -107,10 +118,8 @@ fn offline_honours_after_delay_and_sessions() {
 
 #[test]
 fn offline_bad_input_names_the_line_and_field() {
-    let dir = TestDir::new("twin-offline-bad");
-    dir.write("p.json", PROFILE);
-    dir.write(
-        "t.jsonl",
+    let dir = with_profile(
+        "twin-offline-bad",
         "{\"timestamp\":0,\"input_length\":10,\"output_length\":1}\n\
          {\"timestamp\":1,\"input_length\":\"12k\",\"output_length\":1}\n",
     );
@@ -208,26 +217,18 @@ fn a_fit_from_too_little_is_refused() {
 fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
     let dir = TestDir::new("twin-fit-serial");
     // One request every second: never two at once.
-    let trace: String = (0..30)
-        .map(|i| {
-            format!(
-                "{{\"timestamp\":{},\"input_length\":{},\"output_length\":5}}\n",
-                i * 1000,
-                100 + 37 * i
-            )
-        })
+    let records: Vec<_> = (0..30)
+        .map(|i| json!({"timestamp": i * 1000, "input_length": 100 + 37 * i, "output_length": 5}))
         .collect();
-    offline_then_fit(&dir, PROFILE, &trace)
+    offline_then_fit(&dir, PROFILE, &crate::util::trace(&records))
         .code(0)
         .stderr_has("gamma_ms: never more than one request in flight");
 }
 
 #[test]
 fn replay_serves_a_profile_in_process() {
-    let dir = TestDir::new("twin-served");
-    dir.write("p.json", PROFILE);
-    dir.write(
-        "t.jsonl",
+    let dir = with_profile(
+        "twin-served",
         "{\"timestamp\":0,\"input_length\":20,\"output_length\":3}\n\
          {\"timestamp\":5,\"input_length\":20,\"output_length\":2}\n",
     );

@@ -458,3 +458,86 @@ pub fn columns(records: &[serde_json::Value], fields: &str) -> Vec<serde_json::V
         .map(|r| fields.split_whitespace().map(|f| at(r, f)).collect())
         .collect()
 }
+
+/// A trace of `records`, one JSON line each.
+pub fn trace(records: &[serde_json::Value]) -> String {
+    records.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// trace-replay `--quiet` with `args`, reading the trace `input`.
+pub fn replay(args: &[&str], input: &str) -> Run {
+    Cmd::new("trace-replay")
+        .args(["--quiet"])
+        .args(args)
+        .stdin(input)
+        .run()
+}
+
+/// A replay's results by index, checking that each index from 0 to `n`
+/// appears exactly once.
+pub fn by_index(run: &Run, n: usize) -> std::collections::BTreeMap<u64, serde_json::Value> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in run.json_lines() {
+        let i = r["index"].as_u64().unwrap();
+        assert!(out.insert(i, r).is_none(), "index {i} twice");
+    }
+    assert_eq!(
+        out.keys().copied().collect::<Vec<_>>(),
+        (0..n as u64).collect::<Vec<_>>(),
+        "one result per record"
+    );
+    out
+}
+
+/// A replay's prompt and cached tokens of each of its `n` results, by
+/// index (the replay must exit 0).
+pub fn prompt_and_cached(run: &Run, n: usize) -> Vec<(u64, u64)> {
+    run.code(0);
+    by_index(run, n)
+        .values()
+        .map(|r| {
+            let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}"));
+            (count("prompt_tokens"), count("cached_tokens"))
+        })
+        .collect()
+}
+
+/// The prompt and cached tokens of a session replayed to trace-sim with
+/// `endpoint` and `flags`: turn 2 shares turn 1's two blocks (hash ids 1,
+/// 2) and asks for 2,048 tokens in all; turn 1's answer is 512 tokens.
+pub fn live_answer_session(endpoint: &[&str], flags: &[&str]) -> Vec<(u64, u64)> {
+    let input = trace(&[
+        serde_json::json!({"session_id": "s", "timestamp": 0, "input_length": 1024,
+                           "hash_ids": [1, 2], "output_length": 512}),
+        serde_json::json!({"session_id": "s", "delay": 0, "input_length": 2048,
+                           "hash_ids": [1, 2, 3, 4], "output_length": 1}),
+    ]);
+    let sim = crate::servers::Sim::start(&["--itl-ms", "0"]);
+    let mut args = vec!["--url", sim.url.as_str()];
+    args.extend_from_slice(endpoint);
+    args.extend_from_slice(flags);
+    prompt_and_cached(&replay(&args, &input), 2)
+}
+
+/// `got` is the number `want`, to 1e-9.
+#[track_caller]
+pub fn close(got: &serde_json::Value, want: f64) {
+    let g = got
+        .as_f64()
+        .unwrap_or_else(|| panic!("{got} is not a number"));
+    assert!((g - want).abs() < 1e-9, "got {g}, want {want}");
+}
+
+/// Each number at a JSON pointer of `v` is the one wanted, to 1e-9.
+#[track_caller]
+pub fn close_at(v: &serde_json::Value, want: &[(&str, f64)]) {
+    for (pointer, w) in want {
+        let got = v
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("no {pointer} in {v}"));
+        let g = got
+            .as_f64()
+            .unwrap_or_else(|| panic!("{pointer}: {got} is not a number"));
+        assert!((g - w).abs() < 1e-9, "{pointer}: got {g}, want {w}");
+    }
+}

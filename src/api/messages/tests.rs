@@ -1,34 +1,13 @@
 use super::*;
 
-/// What an answer says, in a form tests compare: the error, the number of
-/// results, content, the finish reason, the usage, the end.
-type Seen = (
-    Option<Value>,
-    Option<usize>,
-    bool,
-    Option<String>,
-    Option<[Option<u64>; 3]>,
-    bool,
-);
-
-fn seen(a: Answer) -> Seen {
-    (
-        a.error,
-        a.results,
-        a.content,
-        a.finish_reason.map(|f| f.into_owned()),
-        a.usage
-            .map(|u| [u.prompt_tokens, u.completion_tokens, u.cached_tokens]),
-        a.end,
-    )
-}
+use crate::api::testing::{self, Seen, seen};
 
 fn read(text: &str) -> Seen {
-    seen(Messages.read(text.as_bytes()).unwrap())
+    testing::read(&Messages, text)
 }
 
 fn render(chat: Value) -> Value {
-    serde_json::from_slice(&Messages.render(chat.to_string().as_bytes()).unwrap()).unwrap()
+    testing::render(&Messages, &chat)
 }
 
 #[test]
@@ -175,23 +154,7 @@ fn the_single_pass_reads_what_serde_reads() {
 
 #[test]
 fn the_simulated_stream_reads_as_the_engine_reads_it() {
-    let reply = Reply {
-        n: 4,
-        model: "m",
-        text: "",
-        seed: 0,
-        prompt_tokens: 10,
-        completion_tokens: 2,
-        cached_tokens: 6,
-    };
-    let mut events = Messages.opening(&reply);
-    events.push(Messages.token(&reply, "a ", false));
-    events.push(Messages.token(&reply, "b ", true));
-    events.extend(Messages.closing(&reply, false));
-    let data: Vec<Seen> = events
-        .iter()
-        .map(|e| read(e.split_once("data: ").unwrap().1.trim()))
-        .collect();
+    let (events, data) = testing::stream(&Messages, &[("a ", false), ("b ", true)]);
     assert_eq!(
         data,
         [

@@ -1,30 +1,9 @@
 use super::*;
 
-/// What an answer says, in a form tests compare: the error, the number of
-/// results, content, the finish reason, the usage, the end.
-type Seen = (
-    Option<Value>,
-    Option<usize>,
-    bool,
-    Option<String>,
-    Option<[Option<u64>; 3]>,
-    bool,
-);
-
-fn seen(a: Answer) -> Seen {
-    (
-        a.error,
-        a.results,
-        a.content,
-        a.finish_reason.map(|f| f.into_owned()),
-        a.usage
-            .map(|u| [u.prompt_tokens, u.completion_tokens, u.cached_tokens]),
-        a.end,
-    )
-}
+use crate::api::testing::{self, REPLY, Seen, seen};
 
 fn read(text: &str) -> Seen {
-    seen(Responses.read(text.as_bytes()).unwrap())
+    testing::read(&Responses, text)
 }
 
 #[test]
@@ -47,8 +26,7 @@ fn a_chat_body_becomes_a_responses_body() {
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    let got: Value =
-        serde_json::from_slice(&Responses.render(chat.to_string().as_bytes()).unwrap()).unwrap();
+    let got = testing::render(&Responses, &chat);
     let want = json!({
         "model": "m",
         "input": [
@@ -139,22 +117,7 @@ fn the_single_pass_reads_what_serde_reads() {
 
 #[test]
 fn the_simulated_stream_reads_as_the_engine_reads_it() {
-    let reply = Reply {
-        n: 4,
-        model: "m",
-        text: "",
-        seed: 0,
-        prompt_tokens: 10,
-        completion_tokens: 2,
-        cached_tokens: 6,
-    };
-    let mut events = Responses.opening(&reply);
-    events.push(Responses.token(&reply, "a ", false));
-    events.extend(Responses.closing(&reply, false));
-    let data: Vec<Seen> = events
-        .iter()
-        .map(|e| read(e.split_once("data: ").unwrap().1.trim()))
-        .collect();
+    let (_, data) = testing::stream(&Responses, &[("a ", false)]);
     assert_eq!(
         data,
         [
@@ -166,7 +129,7 @@ fn the_simulated_stream_reads_as_the_engine_reads_it() {
     );
     let whole = Responses.answer(&Reply {
         text: "a b",
-        ..reply
+        ..REPLY
     });
     assert_eq!(
         seen(Responses.read(whole.to_string().as_bytes()).unwrap()),

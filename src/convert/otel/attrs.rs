@@ -111,6 +111,17 @@ pub(super) fn attributes(obj: &Object) -> std::result::Result<Object, FieldError
 
 /// Nested objects, and arrays of objects, to dotted (and indexed) names.
 fn flatten_indexed(prefix: &str, map: &Object, out: &mut Object) {
+    flatten_into(prefix, map, out, true);
+}
+
+/// Nested objects to dotted names.
+pub(super) fn flatten(prefix: &str, map: &Object, out: &mut Object) {
+    flatten_into(prefix, map, out, false);
+}
+
+/// Nested objects to dotted names; with `indexed`, arrays of objects too,
+/// each object's names after its index.
+fn flatten_into(prefix: &str, map: &Object, out: &mut Object, indexed: bool) {
     for (k, v) in map {
         let key = if prefix.is_empty() {
             k.clone()
@@ -118,30 +129,16 @@ fn flatten_indexed(prefix: &str, map: &Object, out: &mut Object) {
             format!("{prefix}.{k}")
         };
         match v {
-            Value::Object(inner) => flatten_indexed(&key, inner, out),
-            Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
+            Value::Object(inner) => flatten_into(&key, inner, out, indexed),
+            Value::Array(items)
+                if indexed && !items.is_empty() && items.iter().all(Value::is_object) =>
+            {
                 for (i, item) in items.iter().enumerate() {
                     if let Value::Object(inner) = item {
-                        flatten_indexed(&format!("{key}.{i}"), inner, out);
+                        flatten_into(&format!("{key}.{i}"), inner, out, indexed);
                     }
                 }
             }
-            other => {
-                out.insert(key, other.clone());
-            }
-        }
-    }
-}
-
-pub(super) fn flatten(prefix: &str, map: &Object, out: &mut Object) {
-    for (k, v) in map {
-        let key = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        match v {
-            Value::Object(inner) => flatten(&key, inner, out),
             other => {
                 out.insert(key, other.clone());
             }
@@ -234,21 +231,25 @@ pub(super) fn first_string(
     attrs: &Attrs,
     keys: &[&str],
 ) -> std::result::Result<Option<String>, FieldError> {
-    for k in keys {
-        if let Some(s) = string(attrs, k)? {
-            return Ok(Some(s));
-        }
-    }
-    Ok(None)
+    first(attrs, keys, string)
 }
 
 pub(super) fn first_count(
     attrs: &Attrs,
     keys: &[&str],
 ) -> std::result::Result<Option<u64>, FieldError> {
+    first(attrs, keys, count)
+}
+
+/// The first of `keys` that `read` finds a value at.
+fn first<'a, T>(
+    attrs: &Attrs<'a>,
+    keys: &[&str],
+    read: impl Fn(&Attrs<'a>, &str) -> std::result::Result<Option<T>, FieldError>,
+) -> std::result::Result<Option<T>, FieldError> {
     for k in keys {
-        if let Some(n) = count(attrs, k)? {
-            return Ok(Some(n));
+        if let Some(v) = read(attrs, k)? {
+            return Ok(Some(v));
         }
     }
     Ok(None)
