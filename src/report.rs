@@ -2,95 +2,28 @@
 //! one place, is the one schema. `--format json` serializes it; the CSV
 //! columns and `--fail-if` paths read its JSON value; the table and
 //! Markdown forms render its fields through the one table writer
-//! ([`table`]).
+//! ([`table`]). [`FIGURES`] describes its figures once (unit, shown by
+//! `--compare` and trace-sweep), for the summaries that list figures.
+
+mod json;
+mod keyed;
+mod server;
+mod table;
+mod text;
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::metrics::{
     Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
-    Summary, Window,
+    Summary, SummaryOptions, Window,
 };
 use crate::result::Status;
-use crate::server_metrics::{self, Figures, Kind, Known, Scrape};
-
-/// What the report shows besides the aggregate itself.
-pub struct ReportOptions<'a> {
-    /// Conventions; the first is the report's own.
-    pub conventions: &'a [Convention],
-    /// Percentiles to print.
-    pub percentiles: &'a [f64],
-    /// SLOs tested.
-    pub slo: &'a Slo,
-    /// Add latencies measured from the scheduled instant.
-    pub from_scheduled: bool,
-    /// Window width, ms, for the time series.
-    pub window_ms: Option<f64>,
-}
-
-/// The JSON key of a percentile: `p50`, `p99.9`.
-pub fn percentile_key(p: f64) -> String {
-    format!("p{}", crate::text::format_ms(p))
-}
-
-/// Entries whose keys are only known at run time (percentiles, HTTP
-/// statuses, turn positions, SLOs), serialized as a JSON object in the order
-/// inserted. A key inserted again keeps its place and takes the new value,
-/// as a JSON object does (`--percentiles 50,50`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Keyed<V>(pub Vec<(String, V)>);
-
-impl<V> Default for Keyed<V> {
-    fn default() -> Self {
-        Keyed(Vec::new())
-    }
-}
-
-impl<V> Keyed<V> {
-    /// Add `key`, or replace its value where it is.
-    pub fn insert(&mut self, key: String, value: V) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.0.push((key, value)),
-        }
-    }
-
-    /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&V> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    /// The entries in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    /// Whether there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl<V> FromIterator<(String, V)> for Keyed<V> {
-    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
-        let mut k = Keyed::default();
-        for (key, value) in iter {
-            k.insert(key, value);
-        }
-        k
-    }
-}
-
-impl<V: Serialize> Serialize for Keyed<V> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
-}
+pub use json::{flatten, lookup, windows_csv};
+pub use keyed::{Keyed, percentile_key};
+pub use server::{ServerFigure, ServerSection, ServerWindow};
+pub use table::{Format, Style, columns, num, number, table};
+pub use text::{convention_note, to_text};
 
 /// The whole report of one group. Field order is key order; `None` in an
 /// `Option` skipped when absent is a key the report leaves out, any other
@@ -374,7 +307,8 @@ pub struct WindowFigures {
 }
 
 impl WindowFigures {
-    /// The cells of its row, in [`WINDOW_COLUMNS`] order.
+    /// The cells of its row, in [`WINDOW_COLUMNS`](json::WINDOW_COLUMNS)
+    /// order.
     fn cells(&self) -> [Option<f64>; 9] {
         [
             Some(self.start_s),
@@ -390,114 +324,6 @@ impl WindowFigures {
     }
 }
 
-/// The server's own figures, from trace-replay's scrape file
-/// (`--metrics-out`): `scrapes`, then one entry per recognised figure the
-/// scrapes have, in [`server_metrics::KNOWN`]'s order, and with a window
-/// width, `windows`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServerSection {
-    pub scrapes: usize,
-    /// By figure (`running`, `kv_cache_usage`, ...), with the metric each
-    /// was read from.
-    #[serde(flatten)]
-    pub figures: Keyed<ServerFigure>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub windows: Option<Vec<ServerWindow>>,
-}
-
-/// The server's figures of one window (without the metrics' names).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServerWindow {
-    pub start_s: f64,
-    #[serde(flatten)]
-    pub figures: Keyed<ServerFigure>,
-}
-
-/// One figure: a gauge's mean, p99 and max, or a counter's increase and
-/// rate; in the whole run's figures, the metric it was read from too.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServerFigure {
-    #[serde(flatten)]
-    pub figures: Figures,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metric: Option<&'static str>,
-}
-
-impl ServerFigure {
-    /// What a window's table shows of it: a counter's rate, a gauge's mean.
-    pub fn headline(&self) -> f64 {
-        match &self.figures {
-            Figures::Gauge(g) => g.mean,
-            Figures::Counter(c) => c.per_s,
-        }
-    }
-}
-
-impl ServerSection {
-    /// The section of a run's scrapes; with a window width, its windows,
-    /// from 0 to the last scrape.
-    pub fn of(scrapes: &[Scrape], window_ms: Option<f64>) -> ServerSection {
-        let all = server_metrics::figures(scrapes, f64::NEG_INFINITY, f64::INFINITY);
-        ServerSection {
-            scrapes: scrapes.len(),
-            figures: by_figure(all, true),
-            windows: window_ms.map(|w| server_windows(scrapes, w)),
-        }
-    }
-}
-
-/// Figures by their report key; with `with_metric`, each names the metric
-/// it was read from.
-fn by_figure(figures: Vec<(&'static Known, Figures)>, with_metric: bool) -> Keyed<ServerFigure> {
-    let mut out = Keyed::default();
-    for (k, figures) in figures {
-        // Two names of one figure (an engine's older name beside its new
-        // one): the first recognised wins.
-        if out.get(k.figure).is_none() {
-            let metric = with_metric.then_some(k.name);
-            out.insert(k.figure.to_string(), ServerFigure { figures, metric });
-        }
-    }
-    out
-}
-
-fn server_windows(scrapes: &[Scrape], w: f64) -> Vec<ServerWindow> {
-    let last = scrapes.iter().map(|s| s.t_ms).fold(0.0, f64::max);
-    let count = (last / w).floor() as usize + 1;
-    (0..count)
-        .map(|i| {
-            let from = i as f64 * w;
-            // A counter's rate in a window runs from the last scrape
-            // before it to its last scrape inside, so that no increase
-            // falls between windows.
-            let before = scrapes.iter().rposition(|s| s.t_ms < from);
-            let first = if i == 0 { f64::NEG_INFINITY } else { from };
-            let mut win: Vec<Scrape> = Vec::new();
-            if i > 0
-                && let Some(b) = before
-            {
-                let mut opening = scrapes[b].clone();
-                // A gauge's level before the window is not in it.
-                opening
-                    .values
-                    .retain(|(j, _)| server_metrics::KNOWN[*j].kind == Kind::Counter);
-                win.push(opening);
-            }
-            win.extend(
-                scrapes
-                    .iter()
-                    .filter(|s| s.t_ms >= first && s.t_ms < from + w)
-                    .cloned(),
-            );
-            let figures = server_metrics::figures(&win, f64::NEG_INFINITY, f64::INFINITY);
-            ServerWindow {
-                start_s: from / 1000.0,
-                figures: by_figure(figures, false),
-            }
-        })
-        .collect()
-}
-
 /// A figure as the JSON report has it: a number that is not finite is
 /// null there, so it is none here.
 fn finite(x: f64) -> Option<f64> {
@@ -510,9 +336,9 @@ fn per_s(n: f64, duration: Option<f64>) -> Option<f64> {
 
 impl Report {
     /// The report of one group.
-    pub fn of(a: &Aggregate, o: &ReportOptions) -> Report {
-        let ps = o.percentiles;
-        let primary = o.conventions[0];
+    pub fn of(a: &Aggregate, o: &SummaryOptions) -> Report {
+        let ps = &o.percentiles;
+        let primary = o.conventions.primary;
         let duration = a.duration_s();
         let count = |s: Status| a.by_status.get(&s).copied().unwrap_or(0);
         let dists = a.conventions.get(&primary).cloned().unwrap_or_default();
@@ -589,9 +415,10 @@ impl Report {
             },
             sessions: (!a.sessions.is_empty())
                 .then(|| SessionsFigures::of(&a.sessions.figures(), ps)),
-            slo: (!o.slo.bounds.is_empty()).then(|| slo_figures(a, o.slo, duration)),
-            conventions: (o.conventions.len() > 1).then(|| {
-                o.conventions[1..]
+            slo: (!o.slo.bounds.is_empty()).then(|| slo_figures(a, &o.slo, duration)),
+            conventions: (!o.conventions.also.is_empty()).then(|| {
+                o.conventions
+                    .also
                     .iter()
                     .map(|c| {
                         let d = a.conventions.get(c).cloned().unwrap_or_default();
@@ -663,675 +490,184 @@ fn windows(a: &Aggregate, w: f64) -> Vec<WindowFigures> {
 }
 
 /// The whole report of one group as JSON.
-pub fn to_json(a: &Aggregate, o: &ReportOptions) -> Value {
+pub fn to_json(a: &Aggregate, o: &SummaryOptions) -> Value {
     Report::of(a, o).to_value()
 }
 
-/// A number for people: up to `decimals` places, trailing zeros trimmed;
-/// `-` for none (a JSON null: not a finite number).
-pub fn number(x: Option<f64>, decimals: usize) -> String {
-    match x.filter(|x| x.is_finite()) {
-        None => "-".into(),
-        Some(x) => {
-            let text = format!("{x:.decimals$}");
-            if text.contains('.') {
-                text.trim_end_matches('0').trim_end_matches('.').to_string()
-            } else {
-                text
-            }
-        }
-    }
-}
-
-/// [`number`] of a JSON value.
-pub fn num(v: &Value, decimals: usize) -> String {
-    number(v.as_f64(), decimals)
-}
-
-/// The forms the reports of trace-summarize and trace-sweep are printed
-/// in (`--format`). Each tool offers those it writes ([`Format::parser`]);
-/// what a form holds for that tool its flag's own help says.
+/// What a figure is measured in: the spreadsheet's `unit` column, the
+/// suffix of trace-sweep's columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// One JSON object.
-    Json,
-    /// A header and rows.
-    Csv,
-    /// GitHub Markdown tables.
-    Markdown,
-    /// A spreadsheet, to the -o file.
-    Xlsx,
+pub enum Unit {
+    /// A count, a share or a label.
+    None,
+    Ms,
+    S,
+    Tokens,
+    TokensPerS,
+    RequestsPerS,
+    /// A server counter's increase: tokens when it counts tokens (its name
+    /// says so, or it is the prefix cache's), requests otherwise.
+    Counted,
+    /// A server counter's rate: tokens or requests per second, as
+    /// [`Unit::Counted`].
+    CountedPerS,
 }
 
-impl Format {
-    /// Every form, in the order `--help` lists them.
-    pub const ALL: [Format; 5] = [
-        Format::Table,
-        Format::Json,
-        Format::Csv,
-        Format::Markdown,
-        Format::Xlsx,
-    ];
-
-    /// Its name on the command line.
+impl Unit {
+    /// As printed; empty for none.
     pub fn name(self) -> &'static str {
         match self {
-            Format::Table => "table",
-            Format::Json => "json",
-            Format::Csv => "csv",
-            Format::Markdown => "markdown",
-            Format::Xlsx => "xlsx",
+            Unit::None => "",
+            Unit::Ms => "ms",
+            Unit::S => "s",
+            Unit::Tokens => "tokens",
+            Unit::TokensPerS => "tokens/s",
+            Unit::RequestsPerS | Unit::CountedPerS => "requests/s",
+            Unit::Counted => "requests",
         }
-    }
-
-    /// What `--help` says of it, beside its name.
-    fn help(self) -> &'static str {
-        match self {
-            Format::Table => "Aligned columns for people",
-            Format::Json => "One JSON object",
-            Format::Csv => "A header and rows",
-            Format::Markdown => "GitHub Markdown tables",
-            Format::Xlsx => "A spreadsheet, to the -o file",
-        }
-    }
-
-    /// How a table of this form is drawn: Markdown's, or aligned columns
-    /// (the forms that are not text have no tables).
-    pub fn style(self) -> Style {
-        match self {
-            Format::Markdown => Style::Markdown,
-            _ => Style::Plain,
-        }
-    }
-
-    /// The `--format` parser of a tool that writes `forms`.
-    pub fn parser(
-        forms: &'static [Format],
-    ) -> impl clap::builder::TypedValueParser<Value = Format> {
-        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-        PossibleValuesParser::new(
-            forms
-                .iter()
-                .map(|f| PossibleValue::new(f.name()).help(f.help())),
-        )
-        .map(move |name| {
-            *forms
-                .iter()
-                .find(|f| f.name() == name)
-                .expect("the parser accepts only these names")
-        })
     }
 }
 
-/// How a table is drawn.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    /// Aligned columns.
-    Plain,
-    /// GitHub Markdown.
-    Markdown,
+/// A figure of the report, described once for every summary that lists
+/// figures: where it is, its unit, and who shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Figure {
+    /// Its path in the JSON report; `*` is a key known at run time (a
+    /// convention, a server figure). Everything under it shares its unit,
+    /// but a `count` or `exact`, which count results.
+    pub path: &'static str,
+    pub unit: Unit,
+    /// A distribution ([`Stats`]): compare shows its mean and percentiles,
+    /// trace-sweep its percentiles.
+    pub stats: bool,
+    /// Shown by `trace-summarize --compare`.
+    pub compare: bool,
+    /// A distribution trace-sweep's rows show, by percentile.
+    pub sweep: bool,
 }
 
-/// Draw rows under a header; numbers (every column but the first) are
-/// right-aligned when `numbers` is set. A plain table of facts has no header.
-pub fn table(style: Style, header: &[String], rows: &[Vec<String>], numbers: bool) -> String {
-    if numbers {
-        columns(style, header, rows, 1)
-    } else if style == Style::Plain {
-        columns_under(None, style, header, rows, usize::MAX)
-    } else {
-        columns(style, header, rows, usize::MAX)
+/// A distribution ([`Stats`]), of [`figure`]'s marks.
+const STATS: u8 = 1;
+/// Shown by `--compare`.
+const COMPARE: u8 = 2;
+/// Shown by trace-sweep.
+const SWEEP: u8 = 4;
+
+/// A figure's description: `marks` of [`STATS`], [`COMPARE`], [`SWEEP`].
+const fn figure(path: &'static str, unit: Unit, marks: u8) -> Figure {
+    Figure {
+        path,
+        unit,
+        stats: marks & STATS != 0,
+        compare: marks & COMPARE != 0,
+        sweep: marks & SWEEP != 0,
     }
 }
 
-/// Draw rows under a header: the columns before `left` are text, aligned
-/// left; the others numbers, aligned right. Every table of every tool is
-/// drawn here.
-pub fn columns(style: Style, header: &[String], rows: &[Vec<String>], left: usize) -> String {
-    columns_under(Some(header), style, header, rows, left)
-}
-
-/// [`columns`], the header line drawn only when `shown` is given (the
-/// widths count the header all the same).
-fn columns_under(
-    shown: Option<&[String]>,
-    style: Style,
-    header: &[String],
-    rows: &[Vec<String>],
-    left: usize,
-) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i < left {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        match style {
-            Style::Plain => padded.join("  ").trim_end().to_string() + "\n",
-            Style::Markdown => format!("| {} |\n", padded.join(" | ")),
-        }
+/// Writes [`FIGURES`] from rows `"path" => Unit, marks;`.
+macro_rules! figures {
+    ($($path:literal => $unit:ident, $marks:expr;)*) => {
+        /// The report's figures in key order, those with a unit or shown by
+        /// a summary; a key not here has no unit and is in the JSON, CSV
+        /// and spreadsheet forms only.
+        pub const FIGURES: &[Figure] = &[$(figure($path, Unit::$unit, $marks)),*];
     };
-    let mut out = shown.map(line).unwrap_or_default();
-    if style == Style::Markdown {
-        let rule: Vec<String> = widths
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                if i < left {
-                    "-".repeat(*w)
-                } else {
-                    format!("{}:", "-".repeat(w.saturating_sub(1)))
-                }
-            })
-            .collect();
-        out.push_str(&format!("| {} |\n", rule.join(" | ")));
-    }
-    for row in rows {
-        out.push_str(&line(row));
-    }
-    out
 }
 
-fn stats_row(name: &str, s: &Stats, ps: &[f64]) -> Vec<String> {
-    let mut row = vec![
-        name.to_string(),
-        s.count.to_string(),
-        number(s.mean, 2),
-        number(s.std, 2),
-        number(s.min, 2),
-    ];
-    for p in ps {
-        row.push(number(s.percentile(*p), 2));
-    }
-    row.push(number(s.max, 2));
-    row
+figures! {
+    "requests.total" => None, COMPARE;
+    "requests.ok" => None, COMPARE;
+    "requests.error" => None, COMPARE;
+    "requests.timeout" => None, COMPARE;
+    "duration_s" => S, COMPARE;
+    "output_tokens" => Tokens, 0;
+    "prompt_tokens" => Tokens, 0;
+    "throughput.requests_per_s" => RequestsPerS, COMPARE;
+    "throughput.output_tokens_per_s" => TokensPerS, COMPARE;
+    "throughput.total_tokens_per_s" => TokensPerS, 0;
+    "peak.output_tokens_per_s" => TokensPerS, COMPARE;
+    "peak.in_flight_resolution_ms" => Ms, 0;
+    "ttft" => Ms, STATS | COMPARE | SWEEP;
+    "tpot" => Ms, STATS | COMPARE | SWEEP;
+    "itl" => Ms, STATS | COMPARE;
+    "e2e" => Ms, STATS | COMPARE | SWEEP;
+    "output_tokens_per_s_per_request" => TokensPerS, STATS;
+    "dispatch_lag" => Ms, STATS;
+    "from_scheduled" => Ms, STATS;
+    "input_length_error" => Tokens, 0;
+    "output_length_error" => Tokens, 0;
+    "prefix_cache.cached_tokens" => Tokens, 0;
+    "prefix_cache.prompt_tokens" => Tokens, 0;
+    "sessions.duration_ms" => Ms, STATS;
+    "sessions.ttft_first_turn_ms" => Ms, STATS;
+    "sessions.ttft_later_turns_ms" => Ms, STATS;
+    "sessions.ttft_by_model_ms" => Ms, STATS;
+    "slo.bounds" => Ms, 0;
+    "slo.met.all" => None, COMPARE;
+    "slo.goodput_per_s" => RequestsPerS, COMPARE;
+    "conventions.*.ttft" => Ms, STATS;
+    "conventions.*.tpot" => Ms, STATS;
+    "conventions.*.itl" => Ms, STATS;
+    "conventions.*.e2e" => Ms, STATS;
+    "conventions.*.output_tokens" => Tokens, 0;
+    "server.*.increase" => Counted, 0;
+    "server.*.per_s" => CountedPerS, 0;
 }
 
-fn stats_header(first: &str, ps: &[f64]) -> Vec<String> {
-    let mut h: Vec<String> = [first, "count", "mean", "std", "min"]
+/// Whether `path` is `pattern` or under it: `rest` is what follows.
+fn under<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
+    let mut rest = path;
+    for part in pattern.split('.') {
+        let (head, tail) = rest.split_once('.').unwrap_or((rest, ""));
+        if head.is_empty() || (part != "*" && part != head) {
+            return None;
+        }
+        rest = tail;
+    }
+    Some(rest)
+}
+
+/// The unit of a figure of the report, from its JSON path (the
+/// spreadsheet's `unit` column); empty for a count, a label or a share.
+pub fn unit(path: &str) -> &'static str {
+    let last = path.rsplit('.').next().unwrap_or(path);
+    // The most specific description wins.
+    let Some(f) = FIGURES
         .iter()
-        .map(|s| s.to_string())
-        .collect();
-    h.extend(ps.iter().map(|p| percentile_key(*p)));
-    h.push("max".into());
-    h
-}
-
-/// What a convention's figures mean, for the report's header.
-pub fn convention_note(c: Convention) -> &'static str {
-    match c {
-        Convention::Tracekit => {
-            "TTFT at the first content chunk; TPOT = (E2E - TTFT) / (output tokens - 1); ITL = gaps between content chunks"
-        }
-        Convention::Aiperf => {
-            "as AIPerf 0.13.0: Time to First Token at the first content chunk; Request Latency to the last content chunk; Inter Token Latency = (Request Latency - TTFT) / (output tokens - 1) per request (tracekit's TPOT); Inter Chunk Latency = gaps between content chunks (tracekit's ITL); percentiles interpolated linearly"
-        }
-        Convention::Vllm => {
-            "as vLLM 0.33.0 bench serve: TTFT at the first content, reasoning or tool-call chunk; E2EL to the last token chunk; TPOT = (E2EL - TTFT) / (output tokens - 1); ITL = gaps between content chunks; percentiles interpolated linearly"
-        }
-        Convention::Guidellm => {
-            "as GuideLLM 0.8.1: time_per_output_token_ms = (last token - start) / output tokens, weighted by output tokens; inter_token_latency_ms = (last - first token) / (output tokens - 1), weighted by output tokens - 1; request_latency to the end; percentiles by cumulative weight"
-        }
+        .filter(|f| under(f.path, path).is_some())
+        .max_by_key(|f| f.path.split('.').count())
+    else {
+        return "";
+    };
+    // The server figure a counter's unit is of: `server.NAME.per_s`.
+    let counts_tokens = || {
+        let name = path.split('.').nth(1).unwrap_or_default();
+        name.contains("tokens") || name.starts_with("prefix_cache")
+    };
+    match f.unit {
+        _ if last == "count" || last == "exact" => "",
+        Unit::Counted if counts_tokens() => Unit::Tokens.name(),
+        Unit::CountedPerS if counts_tokens() => Unit::TokensPerS.name(),
+        u => u.name(),
     }
 }
 
-/// The report for people (`table`) or for a pull request (`markdown`).
-pub fn to_text(title: &str, j: &Report, o: &ReportOptions, style: Style) -> String {
-    let ps = o.percentiles;
-    let r = &j.requests;
-    let mut out = String::new();
-    let http: Vec<String> = j
-        .http_status
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
-    let heading = format!(
-        "{title}: {} request{}: {} ok, {} error, {} timeout, {} cancelled (HTTP {})",
-        r.total,
-        crate::text::plural(r.total),
-        r.ok,
-        r.error,
-        r.timeout,
-        r.cancelled,
-        if http.is_empty() {
-            "-".to_string()
+/// The figures `--compare` shows, as paths of the JSON report, in print
+/// order: those described so, a distribution by its mean and percentiles,
+/// each that a report of these options has.
+pub fn compared(o: &SummaryOptions) -> Vec<String> {
+    let shape = Report::of(&Aggregate::default(), o).to_value();
+    let mut paths = Vec::new();
+    for f in FIGURES.iter().filter(|f| f.compare) {
+        if f.stats {
+            paths.push(format!("{}.mean", f.path));
+            paths.extend(
+                (o.percentiles.iter()).map(|p| format!("{}.{}", f.path, percentile_key(*p))),
+            );
         } else {
-            http.join(", ")
-        }
-    );
-    match style {
-        Style::Plain => out.push_str(&format!("{heading}\n")),
-        Style::Markdown => out.push_str(&format!("### {heading}\n\n")),
-    }
-    let rule = match o.conventions[0].percentile_rule() {
-        PercentileRule::NearestRank => "nearest rank",
-        PercentileRule::Linear => "the latencies interpolated linearly, the others by nearest rank",
-        PercentileRule::CumulativeShare => {
-            "the latencies by cumulative weight, the others by nearest rank"
-        }
-    };
-    let precision = if j.precision == "exact" {
-        format!("percentiles exact ({rule})")
-    } else {
-        "percentiles within 0.1 % (HDR histogram, 3 significant digits); mean, std, min, max exact"
-            .to_string()
-    };
-    let notes = [
-        format!(
-            "convention {}: {}",
-            o.conventions[0].name(),
-            convention_note(o.conventions[0])
-        ),
-        format!(
-            "{precision}; warmup results excluded ({})",
-            r.warmup_excluded
-        ),
-    ];
-    for n in &notes {
-        match style {
-            Style::Plain => out.push_str(&format!("{n}\n")),
-            Style::Markdown => out.push_str(&format!("_{n}_\n\n")),
+            paths.push(f.path.to_string());
         }
     }
-    out.push('\n');
-
-    let t = &j.throughput;
-    let mut facts: Vec<Vec<String>> = vec![
-        vec!["duration".into(), format!("{} s", number(j.duration_s, 3))],
-        vec![
-            "request throughput".into(),
-            format!("{} requests/s", number(t.requests_per_s, 3)),
-        ],
-        vec![
-            "output token throughput".into(),
-            format!(
-                "{} tokens/s ({} tokens)",
-                number(t.output_tokens_per_s, 2),
-                j.output_tokens
-            ),
-        ],
-        vec![
-            "total token throughput".into(),
-            format!(
-                "{} tokens/s ({} prompt + {} output tokens: {} prompt)",
-                number(t.total_tokens_per_s, 2),
-                j.prompt_tokens,
-                j.output_tokens,
-                prompt_share(j.prompt_tokens, j.output_tokens)
-            ),
-        ],
-        vec![
-            "peak output tokens/s".into(),
-            format!("{} (1 s buckets)", number(j.peak.output_tokens_per_s, 1)),
-        ],
-        vec![
-            "peak requests in flight".into(),
-            j.peak.in_flight.to_string(),
-        ],
-    ];
-    if let Some(s) = &j.sessions {
-        facts.push(vec![
-            "sessions".into(),
-            format!(
-                "{} ({} with every turn ok); turns per session mean {}, max {}; duration p50 {} ms, max {} ms",
-                s.count,
-                s.completed,
-                number(s.turns.mean, 2),
-                number(s.turns.max, 0),
-                number(s.duration_ms.percentile(50.0), 1),
-                number(s.duration_ms.max, 1),
-            ),
-        ]);
-        facts.push(vec![
-            "session tokens".into(),
-            format!(
-                "mean {}, max {}; prefix cache hit rate per session mean {}, min {}",
-                number(s.tokens.mean, 1),
-                number(s.tokens.max, 0),
-                number(s.cache_hit_rate.mean, 3),
-                number(s.cache_hit_rate.min, 3),
-            ),
-        ]);
-        let ttft = |st: &Stats| {
-            format!(
-                "p50 {} ms, p90 {} ms ({})",
-                number(st.percentile(50.0), 1),
-                number(st.percentile(90.0), 1),
-                st.count
-            )
-        };
-        if s.ttft_first_turn_ms.count + s.ttft_later_turns_ms.count > 0 {
-            facts.push(vec![
-                "TTFT by turn".into(),
-                format!(
-                    "first {}; later {}",
-                    ttft(&s.ttft_first_turn_ms),
-                    ttft(&s.ttft_later_turns_ms)
-                ),
-            ]);
-        }
-        if !s.ttft_by_model_ms.is_empty() {
-            let models: Vec<String> = s
-                .ttft_by_model_ms
-                .iter()
-                .map(|(m, st)| format!("{m} {}", ttft(st)))
-                .collect();
-            facts.push(vec!["TTFT by model".into(), models.join("; ")]);
-        }
-        if !s.cache_hit_rate_by_turn.is_empty() {
-            let rates: Vec<String> = s
-                .cache_hit_rate_by_turn
-                .iter()
-                .map(|(t, r)| format!("{t}: {}", number(*r, 3)))
-                .collect();
-            facts.push(vec![
-                "prefix cache hit rate by turn".into(),
-                rates.join(", "),
-            ]);
-        }
-    }
-    let cache = &j.prefix_cache;
-    if cache.results > 0 {
-        facts.push(vec![
-            "prefix cache hit rate".into(),
-            format!(
-                "{} ({} of {} prompt tokens cached)",
-                number(cache.hit_rate, 4),
-                cache.cached_tokens,
-                cache.prompt_tokens
-            ),
-        ]);
-    }
-    for (f, name) in [
-        (&j.input_length_error, "prompt tokens - input_length"),
-        (&j.output_length_error, "completion tokens - output_length"),
-    ] {
-        if let (true, Some(min), Some(max)) = (f.count > 0, f.min, f.max) {
-            facts.push(vec![
-                name.into(),
-                format!(
-                    "mean {}, min {min}, max {max} ({} of {} exact)",
-                    number(f.mean, 2),
-                    f.exact,
-                    f.count
-                ),
-            ]);
-        }
-    }
-    if r.ok_without_usage > 0 {
-        let how = match j.output_tokens_from_chunks {
-            None => "their tokens are not counted".to_string(),
-            Some(n) => format!("{n} of them counted one token per content chunk"),
-        };
-        facts.push(vec![
-            "ok without usage".into(),
-            format!("{} ({how})", r.ok_without_usage),
-        ]);
-    }
-    if let Some(slo) = &j.slo {
-        let met = &slo.met;
-        let parts: Vec<String> = o
-            .slo
-            .bounds
-            .iter()
-            .map(|(m, b)| {
-                format!(
-                    "{} <= {} ms: {}",
-                    m.name(),
-                    crate::text::format_ms(*b),
-                    number(met.each.get(m.name()).copied().flatten(), 4)
-                )
-            })
-            .collect();
-        facts.push(vec![
-            "goodput".into(),
-            format!(
-                "{} requests/s meet every SLO (share {}; {})",
-                number(slo.goodput_per_s, 3),
-                number(met.all, 4),
-                parts.join(", ")
-            ),
-        ]);
-    }
-    out.push_str(&table(
-        style,
-        &["figure".into(), "value".into()],
-        &facts,
-        false,
-    ));
-    out.push('\n');
-
-    let names = o.conventions[0].names();
-    let mut rows = vec![
-        stats_row(names.ttft, &j.ttft, ps),
-        stats_row(names.tpot, &j.tpot, ps),
-        stats_row(names.itl, &j.itl, ps),
-        stats_row(names.e2e, &j.e2e, ps),
-        stats_row("dispatch lag", &j.dispatch_lag, ps),
-    ];
-    if let Some(fs) = &j.from_scheduled {
-        rows.push(stats_row("TTFT from scheduled", &fs.ttft, ps));
-        rows.push(stats_row("E2E from scheduled", &fs.e2e, ps));
-    }
-    out.push_str(&table(
-        style,
-        &stats_header("latency (ms)", ps),
-        &rows,
-        true,
-    ));
-    let tps = vec![stats_row(
-        "per request",
-        &j.output_tokens_per_s_per_request,
-        ps,
-    )];
-    out.push('\n');
-    out.push_str(&table(
-        style,
-        &stats_header("output tokens/s", ps),
-        &tps,
-        true,
-    ));
-
-    for (name, v) in j.conventions.iter().flat_map(Keyed::iter) {
-        out.push('\n');
-        let note = format!("convention {name}: {}", convention_note(v.convention));
-        match style {
-            Style::Plain => out.push_str(&format!("{note}\n")),
-            Style::Markdown => out.push_str(&format!("_{note}_\n\n")),
-        }
-        let names = v.convention.names();
-        let rows = vec![
-            stats_row(names.ttft, &v.ttft, ps),
-            stats_row(names.tpot, &v.tpot, ps),
-            stats_row(names.itl, &v.itl, ps),
-            stats_row(names.e2e, &v.e2e, ps),
-        ];
-        out.push_str(&table(
-            style,
-            &stats_header(&format!("{name} (ms)"), ps),
-            &rows,
-            true,
-        ));
-    }
-    if let Some(series) = &j.windows {
-        out.push('\n');
-        out.push_str(&windows_table(series, style));
-    }
-    out
-}
-
-const WINDOW_COLUMNS: [&str; 9] = [
-    "start_s",
-    "started",
-    "completed",
-    "errors",
-    "output_tokens_per_s",
-    "ttft_p50",
-    "ttft_p99",
-    "e2e_p50",
-    "e2e_p99",
-];
-
-fn windows_table(series: &[WindowFigures], style: Style) -> String {
-    let header: Vec<String> = WINDOW_COLUMNS.iter().map(|s| s.to_string()).collect();
-    let rows: Vec<Vec<String>> = series
-        .iter()
-        .map(|w| w.cells().iter().map(|x| number(*x, 3)).collect())
-        .collect();
-    table(style, &header, &rows, true)
-}
-
-/// Flatten a report into (column, value) pairs for CSV: nested keys are
-/// joined with dots; the per-status HTTP map and the windows are left out
-/// so that every run of the same command has the same columns.
-pub fn flatten(j: &Value) -> Vec<(String, String)> {
-    fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
-        match v {
-            Value::Object(m) => {
-                for (k, v) in m {
-                    if prefix.is_empty() && (k == "http_status" || k == "windows") {
-                        continue;
-                    }
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&key, v, out);
-                }
-            }
-            Value::Null => out.push((prefix.to_string(), String::new())),
-            Value::String(s) => out.push((prefix.to_string(), s.clone())),
-            other => out.push((prefix.to_string(), other.to_string())),
-        }
-    }
-    let mut out = Vec::new();
-    walk("", j, &mut out);
-    out
-}
-
-/// The time series as CSV rows (header first).
-pub fn windows_csv(j: &Value, header: bool) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    if header {
-        rows.push(WINDOW_COLUMNS.iter().map(|s| s.to_string()).collect());
-    }
-    for w in j["windows"].as_array().into_iter().flatten() {
-        rows.push(
-            WINDOW_COLUMNS
-                .iter()
-                .map(|k| match &w[*k] {
-                    Value::Null => String::new(),
-                    v => v.to_string(),
-                })
-                .collect(),
-        );
-    }
-    rows
-}
-
-/// Look up `a.b.c` in a report; a key may itself contain dots (`p99.9`).
-pub fn lookup<'v>(j: &'v Value, path: &str) -> Option<&'v Value> {
-    if let Some(v) = j.get(path) {
-        return Some(v);
-    }
-    path.match_indices('.').find_map(|(i, _)| {
-        let (head, rest) = (&path[..i], &path[i + 1..]);
-        j.get(head).and_then(|v| lookup(v, rest))
-    })
-}
-
-/// The prompt's share of all tokens, as a percentage for the text report
-/// (total token throughput is mostly prompt tokens in most workloads).
-fn prompt_share(prompt: u64, output: u64) -> String {
-    let all = prompt + output;
-    if all == 0 {
-        return "-".into();
-    }
-    format!("{}%", number(Some(100.0 * prompt as f64 / all as f64), 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A scrape of named metrics.
-    fn scrape(t_ms: f64, values: &[(&str, f64)]) -> Scrape {
-        let index = |name: &str| server_metrics::KNOWN.iter().position(|k| k.name == name);
-        Scrape {
-            t_ms,
-            values: values
-                .iter()
-                .map(|(name, v)| (index(name).unwrap(), *v))
-                .collect(),
-        }
-    }
-
-    /// vLLM at 0 and 1.5 s, with its current and older names of the KV
-    /// cache usage.
-    fn two_scrapes() -> [Scrape; 2] {
-        [
-            scrape(
-                0.0,
-                &[
-                    ("vllm:num_requests_running", 1.0),
-                    ("vllm:kv_cache_usage_perc", 0.5),
-                    ("vllm:gpu_cache_usage_perc", 0.9),
-                    ("vllm:prompt_tokens_total", 100.0),
-                ],
-            ),
-            scrape(
-                1500.0,
-                &[
-                    ("vllm:num_requests_running", 3.0),
-                    ("vllm:kv_cache_usage_perc", 0.25),
-                    ("vllm:gpu_cache_usage_perc", 0.9),
-                    ("vllm:prompt_tokens_total", 400.0),
-                ],
-            ),
-        ]
-    }
-
-    #[test]
-    fn the_server_section_serializes_as_the_report_has_it() {
-        // The first name of a figure wins (kv_cache_usage_perc); a gauge
-        // has mean, p99 and max, a counter its increase over 1.5 s; the
-        // windows name no metric, and the second opens with the counter's
-        // value before it (100 at 0 s) but not the gauges'.
-        let section = ServerSection::of(&two_scrapes(), Some(1000.0));
-        assert_eq!(
-            serde_json::to_value(&section).unwrap().to_string(),
-            concat!(
-                r#"{"scrapes":2,"#,
-                r#""running":{"mean":2.0,"p99":3.0,"max":3.0,"metric":"vllm:num_requests_running"},"#,
-                r#""kv_cache_usage":{"mean":0.375,"p99":0.5,"max":0.5,"metric":"vllm:kv_cache_usage_perc"},"#,
-                r#""prompt_tokens":{"increase":300.0,"per_s":200.0,"metric":"vllm:prompt_tokens_total"},"#,
-                r#""windows":[{"start_s":0.0,"running":{"mean":1.0,"p99":1.0,"max":1.0},"#,
-                r#""kv_cache_usage":{"mean":0.5,"p99":0.5,"max":0.5}},"#,
-                r#"{"start_s":1.0,"running":{"mean":3.0,"p99":3.0,"max":3.0},"#,
-                r#""kv_cache_usage":{"mean":0.25,"p99":0.25,"max":0.25},"#,
-                r#""prompt_tokens":{"increase":300.0,"per_s":200.0}}]}"#
-            )
-        );
-        // Without a window width, no windows key; no scrape, no figure.
-        let section = ServerSection::of(&[], None);
-        assert_eq!(
-            serde_json::to_value(&section).unwrap().to_string(),
-            r#"{"scrapes":0}"#
-        );
-    }
+    paths.retain(|p| lookup(&shape, p).is_some());
+    paths
 }

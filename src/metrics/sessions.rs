@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::Dist;
 use crate::result::{ResultView, Status};
+use crate::stats::Dist;
 
 /// One session's run so far.
 #[derive(Clone, Copy, Debug)]

@@ -10,8 +10,8 @@ use super::{Args, Format, fold_inputs, nothing_measured, plot};
 use crate::cli::{self, Outcome, Skipper};
 use crate::error::Result;
 use crate::io::{self, Output};
-use crate::metrics::FoldOptions;
-use crate::report::{self, ReportOptions, Style, percentile_key};
+use crate::metrics::SummaryOptions;
+use crate::report::{self, Style};
 use crate::run_info::RunInfo;
 
 /// One column: a setup (or one `--by` group of it) and the report of each
@@ -57,34 +57,6 @@ impl Spread {
     }
 }
 
-/// The figures compared, as paths of the JSON report, in print order.
-fn figure_paths(o: &ReportOptions) -> Vec<String> {
-    let mut paths: Vec<String> = [
-        "requests.total",
-        "requests.ok",
-        "requests.error",
-        "requests.timeout",
-        "duration_s",
-        "throughput.requests_per_s",
-        "throughput.output_tokens_per_s",
-        "peak.output_tokens_per_s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    for metric in ["ttft", "tpot", "itl", "e2e"] {
-        paths.push(format!("{metric}.mean"));
-        for p in o.percentiles {
-            paths.push(format!("{metric}.{}", percentile_key(*p)));
-        }
-    }
-    if !o.slo.bounds.is_empty() {
-        paths.push("slo.met.all".into());
-        paths.push("slo.goodput_per_s".into());
-    }
-    paths
-}
-
 /// The setups named on the command line: each argument one setup, its
 /// comma-separated files the repeated runs.
 fn setups(args: &Args) -> Vec<Vec<String>> {
@@ -96,7 +68,7 @@ fn setups(args: &Args) -> Vec<Vec<String>> {
 }
 
 /// Run `trace-summarize --compare`.
-pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome> {
+pub fn run(args: &Args, o: &SummaryOptions) -> Result<Outcome> {
     let setups = setups(args);
     if setups.is_empty() {
         return Err(crate::error::Error::usage(
@@ -116,7 +88,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
             let inputs = io::input_specs(std::slice::from_ref(file))?;
             let plot_into = args.plot.is_some().then_some(&mut plot_runs);
             let (mut overall, groups) =
-                fold_inputs(args, &inputs, fold, &mut skipper, plot_into, None)?;
+                fold_inputs(args, &inputs, o, &mut skipper, plot_into, None)?;
             for g in groups.values() {
                 overall.merge(g);
             }
@@ -157,7 +129,7 @@ pub fn run(args: &Args, fold: &FoldOptions, o: &ReportOptions) -> Result<Outcome
     }
     skipper.finish();
 
-    let paths = figure_paths(o);
+    let paths = report::compared(o);
     // spreads[column][figure]
     let spreads: Vec<Vec<Option<Spread>>> = columns
         .iter()

@@ -19,12 +19,13 @@ use crate::error::{Error, FieldError, Location, Result};
 use crate::io::{self, InputSpec, Output};
 use crate::json;
 use crate::metrics::{
-    self, Aggregate, Convention, FoldOptions, MAX_WINDOWS, Slo, SloMetric, session_of,
+    self, Aggregate, Convention, Conventions, MAX_WINDOWS, Slo, SloMetric, SummaryOptions,
+    session_of,
 };
 use crate::peers::Results;
 use crate::record::{self, Kind, Record};
 pub use crate::report::Format;
-use crate::report::{self, Report, ReportOptions, ServerSection, Style};
+use crate::report::{self, Report, ServerSection, Style};
 use crate::result::{ResultView, Status};
 use crate::xlsx::Cell;
 
@@ -208,21 +209,15 @@ fn parse_percentiles(text: &str) -> std::result::Result<Percentiles, String> {
     Ok(Percentiles(out))
 }
 
-/// Conventions asked for, the report's own first.
-#[derive(Clone, Debug)]
-pub struct Conventions(pub Vec<Convention>);
-
 fn parse_conventions(text: &str) -> std::result::Result<Conventions, String> {
     let mut out = Vec::new();
     for part in text.split(',') {
         let c = Convention::from_str(part.trim(), true).map_err(|_| {
             format!("`{part}` is not a convention: use tracekit, aiperf, vllm or guidellm")
         })?;
-        if !out.contains(&c) {
-            out.push(c);
-        }
+        out.push(c);
     }
-    Ok(Conventions(out))
+    Conventions::of(out).ok_or_else(|| "no convention given".to_string())
 }
 
 fn parse_clip(text: &str) -> std::result::Result<f64, String> {
@@ -331,12 +326,10 @@ fn with_a_session() -> Aggregate {
 
 /// Run trace-summarize.
 pub fn run(args: &Args) -> Result<Outcome> {
-    let slo = args.slo.clone().unwrap_or_default();
-    let conventions = &args.convention.0;
-    let report_opts = ReportOptions {
-        conventions,
-        percentiles: &args.percentiles.0,
-        slo: &slo,
+    let report_opts = SummaryOptions {
+        conventions: args.convention.clone(),
+        percentiles: args.percentiles.0.clone(),
+        slo: args.slo.clone().unwrap_or_default(),
         from_scheduled: args.from_scheduled,
         window_ms: args.window,
     };
@@ -369,18 +362,19 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let mut lines = read_results(&inputs);
         let mut out = Output::open(args.output.output.as_deref())?;
         let mut skipper = Skipper::new(&args.skip_invalid);
-        requests::export(&mut lines, &mut out, format, conventions[0], &mut skipper)?;
+        requests::export(
+            &mut lines,
+            &mut out,
+            format,
+            args.convention.primary,
+            &mut skipper,
+        )?;
         skipper.finish();
         out.finish()?;
         return Ok(Outcome::Success);
     }
-    let fold = FoldOptions {
-        conventions,
-        slo: &slo,
-        window_ms: args.window,
-    };
     if args.compare {
-        return compare::run(args, &fold, &report_opts);
+        return compare::run(args, &report_opts);
     }
     let mut skipper = Skipper::new(&args.skip_invalid);
     let mut runs: Vec<plot::Series> = Vec::new();
@@ -389,7 +383,8 @@ pub fn run(args: &Args) -> Result<Outcome> {
     // whole, so it holds every row).
     let mut request_rows: Vec<Vec<Cell>> = Vec::new();
     let rows = xlsx.then_some(&mut request_rows);
-    let (mut overall, groups) = fold_inputs(args, &inputs, &fold, &mut skipper, plot_runs, rows)?;
+    let (mut overall, groups) =
+        fold_inputs(args, &inputs, &report_opts, &mut skipper, plot_runs, rows)?;
     skipper.finish();
     for g in groups.values() {
         overall.merge(g);
@@ -532,7 +527,7 @@ fn plot_options(args: &Args) -> plot::PlotOptions {
 fn fold_inputs(
     args: &Args,
     inputs: &[io::InputSpec],
-    fold: &FoldOptions,
+    fold: &SummaryOptions,
     skipper: &mut Skipper,
     mut plot_runs: Option<&mut Vec<plot::Series>>,
     mut request_rows: Option<&mut Vec<Vec<Cell>>>,
@@ -546,7 +541,7 @@ fn fold_inputs(
             continue;
         };
         if let Some(rows) = request_rows.as_deref_mut() {
-            let row = requests::row(line, &view, &itl, fold.conventions[0]);
+            let row = requests::row(line, &view, &itl, fold.conventions.primary);
             let Some(row) = kept(row, &loc, skipper)? else {
                 continue;
             };
@@ -557,7 +552,7 @@ fn fold_inputs(
                 runs.push(plot::Series::new(&loc.source));
             }
             if let Some(run) = runs.last_mut() {
-                run.add(&view, &itl, fold.conventions[0].ttft(&view));
+                run.add(&view, &itl, fold.conventions.primary.ttft(&view));
             }
         }
         let agg = match &args.by {
@@ -628,7 +623,7 @@ struct Reports<'a> {
     group_json: &'a [(String, Value)],
 }
 
-fn render(args: &Args, reports: &Reports, o: &ReportOptions) -> String {
+fn render(args: &Args, reports: &Reports, o: &SummaryOptions) -> String {
     let (overall, groups) = (reports.overall_json, reports.group_json);
     match args.format {
         Format::Json => {
@@ -689,7 +684,7 @@ fn render(args: &Args, reports: &Reports, o: &ReportOptions) -> String {
 }
 
 /// The report for people: the whole run, then each `--by` group.
-fn text_report(args: &Args, reports: &Reports, o: &ReportOptions, style: Style) -> String {
+fn text_report(args: &Args, reports: &Reports, o: &SummaryOptions, style: Style) -> String {
     let mut s = report::to_text("trace-summarize", reports.overall, o, style);
     if let Some(field) = &args.by {
         for (k, j) in reports.groups {
@@ -710,7 +705,6 @@ fn page(
     let mut settings = vec![(
         "convention".to_string(),
         args.convention
-            .0
             .iter()
             .map(|c| c.name())
             .collect::<Vec<_>>()

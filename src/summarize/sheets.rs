@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::report;
+use crate::report::{self, unit};
 use crate::xlsx::{Cell, Workbook};
 
 use super::requests::COLUMNS;
@@ -32,38 +32,6 @@ pub fn check_output(output: Option<&Path>) -> Result<()> {
         None => Err(Error::usage(
             "--format xlsx writes a spreadsheet, not text for a terminal or a pipe: give -o FILE.xlsx",
         )),
-    }
-}
-
-/// The unit of a figure of the report, from its JSON path; empty for a
-/// count, a label or a share.
-pub fn unit(path: &str) -> &'static str {
-    let first = path.split('.').next().unwrap_or(path);
-    let last = path.rsplit('.').next().unwrap_or(path);
-    let parts: Vec<&str> = path.split('.').collect();
-    let latency = |name: &str| matches!(name, "ttft" | "tpot" | "itl" | "e2e" | "dispatch_lag");
-    if last.ends_with("_per_s") || first == "throughput" {
-        if path.contains("tokens") {
-            "tokens/s"
-        } else {
-            "requests/s"
-        }
-    } else if last == "output_tokens_per_s_per_request"
-        || first == "output_tokens_per_s_per_request"
-    {
-        if last == "count" { "" } else { "tokens/s" }
-    } else if last.ends_with("_ms") || parts.iter().any(|p| p.ends_with("_ms")) {
-        if last == "count" { "" } else { "ms" }
-    } else if last.ends_with("_s") {
-        "s"
-    } else if parts.iter().any(|p| latency(p)) && parts.first() != Some(&"slo") {
-        if last == "count" { "" } else { "ms" }
-    } else if last.ends_with("tokens")
-        || (first.ends_with("length_error") && last != "count" && last != "exact")
-    {
-        "tokens"
-    } else {
-        ""
     }
 }
 
@@ -162,16 +130,9 @@ fn window_headers(keys: &[String]) -> Vec<String> {
 
 /// The unit of a column of the time series.
 fn window_unit(key: &str) -> &'static str {
-    if let Some(figure) = key.strip_prefix("server.") {
-        // Gauges are counts and shares; counters count requests or tokens.
-        let tokens = figure.contains("tokens") || figure.starts_with("prefix_cache");
-        return match (figure.rsplit('.').next(), tokens) {
-            (Some("per_s"), true) => "tokens/s",
-            (Some("per_s"), false) => "requests/s",
-            (Some("increase"), true) => "tokens",
-            (Some("increase"), false) => "requests",
-            _ => "",
-        };
+    if key.starts_with("server.") {
+        // The server's columns are named as its figures in the summary.
+        return unit(key);
     }
     if key.ends_with("_per_s") {
         "tokens/s"
@@ -214,6 +175,25 @@ mod tests {
             ("conventions.aiperf.e2e.p50", "ms"),
         ] {
             assert_eq!(unit(path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_server_counter_has_its_unit_in_the_summary_as_in_the_windows() {
+        // The summary sheet called every counter's rate `s` and its
+        // increase nothing.
+        for (path, want) in [
+            ("server.prompt_tokens.per_s", "tokens/s"),
+            ("server.prompt_tokens.increase", "tokens"),
+            ("server.prefix_cache_hits.per_s", "tokens/s"),
+            ("server.requests.per_s", "requests/s"),
+            ("server.preemptions.increase", "requests"),
+            ("server.running.mean", ""),
+            ("server.running.metric", ""),
+            ("server.scrapes", ""),
+        ] {
+            assert_eq!(unit(path), want, "{path}");
+            assert_eq!(window_unit(path), want, "{path}");
         }
     }
 

@@ -21,10 +21,10 @@ use crate::cli::{self, Outcome};
 use crate::engine::{self, Engine, Ndjson, Records, RunEnd, Sink};
 use crate::error::{Error, Location, Result};
 use crate::io::{self, Lines, Output};
-use crate::metrics::{self, Aggregate, Convention, FoldOptions, Slo};
+use crate::metrics::{self, Aggregate, Conventions, Slo, SummaryOptions};
 use crate::record::Record;
 pub use crate::report::Format;
-use crate::report::{Report, ReportOptions};
+use crate::report::Report;
 use crate::result::{ResultRecord, ResultView, Status};
 use crate::server_metrics::{self, RunFigures};
 
@@ -607,7 +607,6 @@ fn server_root(base: &str) -> Result<String> {
 
 /// Watches a run's results; says stop once the run cannot pass.
 struct Watch {
-    slo: Slo,
     allowed_misses: u64,
     allowed_errors: u64,
     misses: u64,
@@ -620,7 +619,6 @@ impl Watch {
         // attainment) × n; and errors ≤ max_error_rate × n.
         let n = requests as f64;
         Watch {
-            slo: args.slo.clone(),
             allowed_misses: ((1.0 - args.attainment) * n + 1e-9).floor() as u64,
             allowed_errors: (args.max_error_rate * n + 1e-9).floor() as u64,
             misses: 0,
@@ -628,11 +626,12 @@ impl Watch {
         }
     }
 
-    fn see(&mut self, view: &ResultView, itl: &[f64]) -> bool {
+    /// See one result, its SLOs taken as `opts` says.
+    fn see(&mut self, opts: &SummaryOptions, view: &ResultView, itl: &[f64]) -> bool {
         if view.warmup {
             return false;
         }
-        if !self.slo.met_by(Convention::Tracekit, view, itl) {
+        if !opts.slo.met_by(opts.conventions.primary, view, itl) {
             self.misses += 1;
         }
         if matches!(view.status, Status::Error | Status::Timeout) {
@@ -651,13 +650,24 @@ impl Watch {
 struct Fold {
     agg: Aggregate,
     watch: Watch,
+    opts: SummaryOptions,
 }
 
 /// The sink of a run's fold (beside its results file).
 struct LiveFold(Arc<Mutex<Fold>>);
 
-/// trace-sweep's figures are trace-summarize's in its own convention.
-const CONVENTIONS: [Convention; 1] = [Convention::Tracekit];
+/// trace-sweep's figures are trace-summarize's, in tracekit's own
+/// convention (a sweep has no --convention), at the percentiles its rows
+/// show, against its SLO.
+fn summary_options(args: &Args) -> SummaryOptions {
+    SummaryOptions {
+        conventions: Conventions::default(),
+        percentiles: PERCENTILES.to_vec(),
+        slo: args.slo.clone(),
+        from_scheduled: false,
+        window_ms: None,
+    }
+}
 
 impl Sink for LiveFold {
     fn take(&mut self, r: &ResultRecord) -> Result<bool> {
@@ -666,17 +676,12 @@ impl Sink for LiveFold {
         let (view, itl) = (metrics::view_of(r), &r.measure.itl_ms);
         view.check_limits(itl)
             .map_err(|e| Error::msg(format!("result {}: {e}", r.index + 1)))?;
-        let opts = FoldOptions {
-            conventions: &CONVENTIONS,
-            slo: &fold.watch.slo,
-            window_ms: None,
-        };
         let session = r
             .session_id
             .as_deref()
             .map(|s| (s, r.turn, r.model.as_deref()));
-        metrics::fold(&mut fold.agg, &view, itl, session, &opts);
-        Ok(fold.watch.see(&view, itl))
+        metrics::fold(&mut fold.agg, &view, itl, session, &fold.opts);
+        Ok(fold.watch.see(&fold.opts, &view, itl))
     }
 
     fn finish(self: Box<Self>) -> Result<()> {
@@ -706,6 +711,7 @@ fn run_one(
     let fold = Arc::new(Mutex::new(Fold {
         agg: Aggregate::default(),
         watch: Watch::new(args, requests),
+        opts: summary_options(args),
     }));
     cli::note(format!(
         "speed {label}: replaying {requests} request{}{} to {}",
@@ -720,16 +726,7 @@ fn run_one(
     };
     let fold = fold.lock().unwrap_or_else(PoisonError::into_inner);
     let stopped_early = fold.watch.cannot_pass();
-    let report = Report::of(
-        &fold.agg,
-        &ReportOptions {
-            conventions: &CONVENTIONS,
-            percentiles: &PERCENTILES,
-            slo: &args.slo,
-            from_scheduled: false,
-            window_ms: None,
-        },
-    );
+    let report = Report::of(&fold.agg, &fold.opts);
     let counts = &report.requests;
     let total = counts.total as f64;
     let failed = counts.error as f64 + counts.timeout as f64;

@@ -103,10 +103,18 @@ fn columns(row: &Row) -> Vec<(String, Value)> {
         ("goodput_per_s".into(), json!(goodput(r))),
         ("error_rate".into(), json!(row.error_rate)),
     ];
-    for (metric, stats) in [("ttft", &r.ttft), ("tpot", &r.tpot), ("e2e", &r.e2e)] {
+    // The distributions the report marks for a sweep, by percentile:
+    // `ttft_p50_ms`.
+    let value = r.to_value();
+    for f in report::FIGURES.iter().filter(|f| f.sweep) {
+        let unit = f.unit.name();
         for p in PERCENTILES {
             let key = report::percentile_key(p);
-            c.push((format!("{metric}_{key}_ms"), json!(stats.percentile(p))));
+            let path = format!("{}.{key}", f.path);
+            c.push((
+                format!("{}_{key}_{unit}", f.path),
+                json!(report::lookup(&value, &path)),
+            ));
         }
     }
     c.push(("server".into(), json!(row.server)));
@@ -302,8 +310,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::metrics::{Aggregate, Convention, Slo};
-    use crate::report::ReportOptions;
+    use crate::metrics::{Aggregate, SummaryOptions};
 
     fn args(extra: &[&str]) -> Args {
         let mut argv = vec!["trace-sweep", "--sim", "--slo", "ttft=1s", "-o", "d"];
@@ -328,15 +335,11 @@ mod tests {
     }
 
     fn report() -> Report {
-        let conventions = [Convention::Tracekit];
         let mut r = Report::of(
             &Aggregate::default(),
-            &ReportOptions {
-                conventions: &conventions,
-                percentiles: &PERCENTILES,
-                slo: &Slo::default(),
-                from_scheduled: false,
-                window_ms: None,
+            &SummaryOptions {
+                percentiles: PERCENTILES.to_vec(),
+                ..SummaryOptions::default()
             },
         );
         r.throughput.requests_per_s = Some(10.0);
