@@ -156,7 +156,12 @@ impl Profile {
         };
         let p: Profile = serde_json::from_str(text).map_err(|e| Error::Record {
             loc: at(e.line(), Some(e.column() as u64)),
-            field: String::new(),
+            // A value of the wrong kind: the key it is the value of.
+            field: if e.to_string().starts_with("invalid ") {
+                key_before(text, e.line(), e.column())
+            } else {
+                String::new()
+            },
             msg: {
                 let text = e.to_string();
                 // serde_json's position is in the location already.
@@ -231,6 +236,20 @@ impl Profile {
     }
 }
 
+/// The key whose value ends at `line`:`column` (1-based, as serde_json
+/// gives them): the last `"key":` before it on that line; empty if none.
+fn key_before(text: &str, line: usize, column: usize) -> String {
+    let Some(l) = text.lines().nth(line.saturating_sub(1)) else {
+        return String::new();
+    };
+    let head = l.get(..column.min(l.len())).unwrap_or(l);
+    let Some(colon) = head.rfind("\":") else {
+        return String::new();
+    };
+    let start = head[..colon].rfind('"').map_or(0, |i| i + 1);
+    head[start..colon].to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +299,14 @@ mod tests {
         assert_eq!(
             e,
             "p.json:6: error: field `delta_ms`: -1 is not a time from 0 to 86400000 ms"
+        );
+        let text = Profile::default()
+            .to_text()
+            .replace("\"slots\": 0", "\"slots\": -2");
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.json:8:13: error: field `slots`: invalid value: integer `-2`, expected usize"
         );
         let e = Profile::parse("{\"tracekit_profile\": 1, \"alpha\": 1}", "p.json")
             .unwrap_err()
