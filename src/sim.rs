@@ -151,6 +151,7 @@ fn run_offline(args: &Args) -> Result<Outcome> {
             model,
             speed: 1.0,
             emit: &mut write,
+            in_memory: false,
             stop: offline::stop_on_ctrl_c(),
         },
     );

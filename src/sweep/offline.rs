@@ -80,6 +80,7 @@ impl Twin {
                 model: args.model.clone(),
                 speed,
                 emit: &mut take,
+                in_memory: true,
                 stop: self.stop.clone(),
             },
         );

@@ -54,6 +54,9 @@ pub struct Run<'a> {
     /// divides them (trace-sweep's runs); 1 leaves them.
     pub speed: f64,
     pub emit: Emit<'a>,
+    /// The records are in memory: on Ctrl-C, those not read yet are
+    /// written `cancelled` too.
+    pub in_memory: bool,
     /// Set by Ctrl-C: stop, writing what is left as cancelled.
     pub stop: Arc<AtomicBool>,
 }
@@ -115,7 +118,15 @@ pub fn run(records: &mut dyn Records, run: Run<'_>) -> Result<Outcome> {
     let mut winding_down = false;
     loop {
         if run.stop.load(Ordering::Relaxed) {
-            return cancel(out, &mut schedule, pending, origin);
+            // Records in memory end; a pipe might not: its unread records
+            // are left, as they were never taken on.
+            let rest = match run.in_memory {
+                true => rest_of(records, index, speedup.as_mut(), &opts)?,
+                false => Vec::new(),
+            };
+            let mut left = schedule.drain();
+            left.extend(rest);
+            return cancel(out, left, pending, origin);
         }
         // Read on until the records read reach past the next thing to do:
         // a later record (in timestamp order) cannot come before it.
@@ -337,7 +348,7 @@ fn start_time(origin: Option<SystemTime>, sent_ms: f64) -> String {
 /// as trace-replay's do.
 fn cancel(
     out: Emit<'_>,
-    schedule: &mut Schedule<Prepared>,
+    unsent: Vec<(Option<f64>, Prepared)>,
     pending: HashMap<u64, Pending>,
     origin: Option<SystemTime>,
 ) -> Result<Outcome> {
@@ -355,7 +366,7 @@ fn cancel(
         );
         out(&r)?;
     }
-    for (due, req) in schedule.drain() {
+    for (due, req) in unsent {
         let due = round_us(due.unwrap_or(0.0));
         let r = skeleton(&req, due, due, start_time(origin, due));
         out(&r)?;

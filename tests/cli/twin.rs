@@ -401,3 +401,59 @@ fn a_sweep_offline_with_a_bad_profile_names_its_line_and_field() {
         .code(2)
         .stderr_has("none.json");
 }
+
+#[test]
+fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
+    use std::process::{Command, Stdio};
+    let dir = TestDir::new("twin-sweep-ctrl-c");
+    // 200,000 requests 1 ms apart, 10 ms a step, no slot limit: a run of
+    // some seconds of CPU in a debug build.
+    let n = 200_000;
+    let trace: String = (0..n)
+        .map(|k| format!("{{\"timestamp\":{k},\"input_length\":10,\"output_length\":2}}\n"))
+        .collect();
+    dir.write("trace.jsonl", trace);
+    dir.write("p.json", ONE_SLOT.replace("\"slots\": 1", "\"slots\": 0"));
+    let child = Command::new(bin("trace-sweep"))
+        .current_dir(&dir.path)
+        .args(["--offline", "--profile", "p.json", "--slo", "ttft=1s"])
+        .args([
+            "--speeds",
+            "1,2",
+            "--format",
+            "json",
+            "-o",
+            "runs",
+            "trace.jsonl",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (boundedly) for the first run's first results.
+    let first = dir.join("runs/speed-1.ndjson");
+    for _ in 0..1000 {
+        if std::fs::metadata(&first).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{j}");
+    assert_eq!(runs[0]["note"], "interrupted");
+    // One result per record, the ones not done cancelled.
+    let lines = file_lines(&first);
+    assert_eq!(lines.len(), n);
+    assert!(
+        lines.last().unwrap().contains("\"cancelled\""),
+        "{}",
+        lines[n - 1]
+    );
+}
