@@ -430,20 +430,11 @@ fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait (boundedly) for the first run's first results.
+    // Ctrl-C once the first run has its first results.
     let first = dir.join("runs/speed-1.ndjson");
-    for _ in 0..1000 {
-        if std::fs::metadata(&first).is_ok_and(|m| m.len() > 0) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) on the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let out = interrupt_when(child, || {
+        std::fs::metadata(&first).is_ok_and(|m| m.len() > 0)
+    });
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = j["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{j}");
