@@ -4,8 +4,6 @@
 use clap::Parser;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::Outcome;
 use crate::error::{Error, Result};
@@ -136,22 +134,25 @@ fn write_profile(path: &std::path::Path, text: &str) -> Result<Outcome> {
 
 fn run_offline(args: &Args) -> Result<Outcome> {
     let profile = args.model.model_profile()?;
-    let specs = crate::io::input_specs(&args.traces)?;
-    let mut lines = crate::io::Lines::new(&specs);
+    let mut records = crate::engine::TraceLines::open(&args.traces)?;
     let mut output = crate::io::Output::open(None)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    watch_ctrl_c(stop.clone());
     // `--model` is named in every result only when given: the default
     // is the served model's name.
     let model = (args.model.model_name != SimOptions::default().model_name)
         .then(|| args.model.model_name.clone());
+    let mut write = |r: &crate::result::ResultRecord| {
+        output.write_line(r.to_json_line().as_bytes())?;
+        Ok(false)
+    };
     let outcome = offline::run(
-        &mut lines,
+        &mut records,
         offline::Run {
             profile,
             model,
-            output: &mut output,
-            stop,
+            speed: 1.0,
+            emit: &mut write,
+            in_memory: false,
+            stop: offline::stop_on_ctrl_c(),
         },
     );
     // What was written stays written, whatever stopped the run.
@@ -159,23 +160,6 @@ fn run_offline(args: &Args) -> Result<Outcome> {
     let outcome = outcome?;
     finished?;
     Ok(outcome)
-}
-
-/// Set `stop` on Ctrl-C, from a thread of its own.
-fn watch_ctrl_c(stop: Arc<AtomicBool>) {
-    let _ = std::thread::Builder::new()
-        .name("ctrl-c".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-                stop.store(true, Ordering::Relaxed);
-            }
-        });
 }
 
 /// Serve until Ctrl-C.

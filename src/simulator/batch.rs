@@ -19,6 +19,10 @@ use std::collections::VecDeque;
 use super::cache::BlockCache;
 use super::profile::Profile;
 
+/// The draws of the step spread start here: every run of a profile gives
+/// the same times.
+const SPREAD_SEED: u64 = 37;
+
 /// A request given to the batch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
@@ -94,6 +98,8 @@ pub struct Batch {
     shares: Vec<u64>,
     /// Steps cannot start before this: the last step's end.
     free_at: f64,
+    /// The state of the draws of the step spread (splitmix64).
+    draws: u64,
 }
 
 impl Batch {
@@ -106,6 +112,7 @@ impl Batch {
             step: None,
             shares: Vec::new(),
             free_at: f64::NEG_INFINITY,
+            draws: SPREAD_SEED,
         }
     }
 
@@ -219,8 +226,23 @@ impl Batch {
                 self.shares.push(0);
             }
         }
-        step.end = start + self.profile.step_ms(&step);
+        step.end = start + self.profile.step_ms(&step) * self.spread(step.prefilling > 0);
         self.step = Some(step);
+    }
+
+    /// The next step's ratio to the model's time: 1 without a spread,
+    /// else drawn from it.
+    fn spread(&mut self, prefills: bool) -> f64 {
+        if self.profile.spread(prefills).is_empty() {
+            return 1.0;
+        }
+        self.draws = self.draws.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.draws;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = (z >> 11) as f64 / (1u64 << 53) as f64;
+        Profile::spread_at(self.profile.spread(prefills), u)
     }
 
     /// When the next step can start, if there is work: now for running
@@ -323,6 +345,31 @@ mod tests {
         );
         assert_eq!(b.next_end(), None);
         assert_eq!(b.running(), 0);
+    }
+
+    #[test]
+    fn a_spread_scales_each_step_and_prefill_steps_have_their_own() {
+        // Every ratio 2: the prefill step takes 2 × 15 = 30 ms (130), each
+        // decode step 2 × 11 = 22 ms (152, 174).
+        let mut b = Batch::new(Profile {
+            step_spread: vec![2.0, 2.0],
+            ..profile()
+        });
+        b.arrive(100.0, job(0, 500, 3));
+        let at: Vec<f64> = run(&mut b, 1000.0).iter().map(|e| e.1).collect();
+        assert_eq!(at, vec![130.0, 152.0, 174.0]);
+        // Prefill steps at ratio 1: 115, then 137 and 159.
+        let mut b = Batch::new(Profile {
+            step_spread: vec![2.0],
+            prefill_spread: vec![1.0],
+            ..profile()
+        });
+        b.arrive(100.0, job(0, 500, 3));
+        let at: Vec<f64> = run(&mut b, 1000.0).iter().map(|e| e.1).collect();
+        assert_eq!(at, vec![115.0, 137.0, 159.0]);
+        // Between quantiles, linearly: a quarter of the way from 1 to 3.
+        assert_eq!(Profile::spread_at(&[1.0, 3.0], 0.25), 1.5);
+        assert_eq!(Profile::spread_at(&[], 0.25), 1.0);
     }
 
     #[test]

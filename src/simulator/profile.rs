@@ -18,6 +18,10 @@ pub const VERSION: u64 = 1;
 /// The longest a term may be, ms (a day): larger is a mistake.
 const MAX_TERM_MS: f64 = 86_400_000.0;
 
+/// The most quantiles `step_spread` may hold, and its largest ratio.
+const MAX_SPREAD: usize = 1001;
+const MAX_RATIO: f64 = 1e6;
+
 /// The model's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,6 +46,16 @@ pub struct Profile {
     pub cache_blocks: usize,
     /// Tokens per block.
     pub block_size: u64,
+    /// How step times spread around the model: each step takes the
+    /// model's time times a ratio drawn (from a fixed seed) between these,
+    /// the fitted run's observed / model ratios at evenly spaced quantiles
+    /// (lowest to highest). Empty: exactly the model's time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_spread: Vec<f64>,
+    /// The same for steps that prefill (their spread is a prompt's, not a
+    /// token's); empty: `step_spread`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill_spread: Vec<f64>,
     /// Where the parameters came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted_from: Option<Source>,
@@ -108,6 +122,8 @@ impl Profile {
             prefill_chunk: 2048,
             cache_blocks: 10_000,
             block_size: crate::record::DEFAULT_BLOCK_SIZE,
+            step_spread: Vec::new(),
+            prefill_spread: Vec::new(),
             fitted_from: None,
             quality: None,
         }
@@ -115,6 +131,29 @@ impl Profile {
 }
 
 impl Profile {
+    /// The spread of a step that prefills or not.
+    pub fn spread(&self, prefills: bool) -> &[f64] {
+        if prefills && !self.prefill_spread.is_empty() {
+            &self.prefill_spread
+        } else {
+            &self.step_spread
+        }
+    }
+
+    /// The ratio at `u` (from 0 to 1) of a spread's quantiles `q`, by
+    /// linear interpolation; 1 without any.
+    pub fn spread_at(q: &[f64], u: f64) -> f64 {
+        match q.len() {
+            0 => 1.0,
+            1 => q[0],
+            n => {
+                let x = u.clamp(0.0, 1.0) * (n - 1) as f64;
+                let i = (x.floor() as usize).min(n - 2);
+                q[i] + (q[i + 1] - q[i]) * (x - i as f64)
+            }
+        }
+    }
+
     /// How long a step takes, ms.
     pub fn step_ms(&self, s: &Step) -> f64 {
         self.alpha_ms
@@ -156,7 +195,12 @@ impl Profile {
         };
         let p: Profile = serde_json::from_str(text).map_err(|e| Error::Record {
             loc: at(e.line(), Some(e.column() as u64)),
-            field: String::new(),
+            // A value of the wrong kind: the key it is the value of.
+            field: if e.to_string().starts_with("invalid ") {
+                key_before(text, e.line(), e.column())
+            } else {
+                String::new()
+            },
             msg: {
                 let text = e.to_string();
                 // serde_json's position is in the location already.
@@ -209,6 +253,20 @@ impl Profile {
                 "every term is 0: steps would take no time".into(),
             ));
         }
+        for (key, q) in [
+            ("step_spread", &p.step_spread),
+            ("prefill_spread", &p.prefill_spread),
+        ] {
+            if q.len() > MAX_SPREAD
+                || !q.windows(2).all(|w| w[0] <= w[1])
+                || q.iter().any(|r| !(0.0..=MAX_RATIO).contains(r))
+            {
+                return Err(bad(
+                    key,
+                    format!("give at most {MAX_SPREAD} ratios from 0 to {MAX_RATIO}, lowest first"),
+                ));
+            }
+        }
         for (key, v, max) in [
             ("slots", p.slots as u64, 1_000_000),
             ("prefill_chunk", p.prefill_chunk, crate::record::MAX_TOKENS),
@@ -229,6 +287,20 @@ impl Profile {
         s.push('\n');
         s
     }
+}
+
+/// The key whose value ends at `line`:`column` (1-based, as serde_json
+/// gives them): the last `"key":` before it on that line; empty if none.
+fn key_before(text: &str, line: usize, column: usize) -> String {
+    let Some(l) = text.lines().nth(line.saturating_sub(1)) else {
+        return String::new();
+    };
+    let head = l.get(..column.min(l.len())).unwrap_or(l);
+    let Some(colon) = head.rfind("\":") else {
+        return String::new();
+    };
+    let start = head[..colon].rfind('"').map_or(0, |i| i + 1);
+    head[start..colon].to_string()
 }
 
 #[cfg(test)]
@@ -280,6 +352,14 @@ mod tests {
         assert_eq!(
             e,
             "p.json:6: error: field `delta_ms`: -1 is not a time from 0 to 86400000 ms"
+        );
+        let text = Profile::default()
+            .to_text()
+            .replace("\"slots\": 0", "\"slots\": -2");
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.json:8:13: error: field `slots`: invalid value: integer `-2`, expected usize"
         );
         let e = Profile::parse("{\"tracekit_profile\": 1, \"alpha\": 1}", "p.json")
             .unwrap_err()

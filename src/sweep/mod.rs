@@ -6,6 +6,7 @@
 //! ordinary results file, read with trace-summarize's figures
 //! ([`crate::metrics`], [`crate::report`]).
 
+mod offline;
 mod plot;
 mod rows;
 pub mod search;
@@ -40,6 +41,11 @@ Examples:
     trace-sweep --sim --sim-arg=--max-batch=8 --slo ttft=200ms -o sweep \\
         --search 1..16 --duration 10s trace.jsonl
 
+  The same question with no server, in seconds: each run through the twin
+  (a profile trace-sim --fit made from one real run) in virtual time:
+    trace-sweep --offline --profile server.profile.json --slo ttft=200ms \\
+        --search 0.5..64 -o sweep trace.jsonl
+
   Four speeds against a vLLM server, its prefix cache reset between runs:
     trace-sweep --url http://127.0.0.1:8000 --model meta-llama/Llama-3.1-8B \\
         --slo ttft=500ms,tpot=50ms --speeds 0.5,1,2,4 --cooldown 30s \\
@@ -66,6 +72,10 @@ Examples:
 /// first fail until they are within --precision of each other. --speeds
 /// runs each speed listed. The answer is the highest speed that passed.
 ///
+/// With --offline --profile FILE, each run goes through the twin
+/// (trace-sim --offline's model, in virtual time) instead of a server: the
+/// same results, rows and answer, in seconds.
+///
 /// The rows (one per run: speed, offered and achieved request rates,
 /// attainment, goodput, error rate, TTFT, TPOT and E2E percentiles, and
 /// with --metrics the server's figures) are printed as a table, JSON, CSV
@@ -83,7 +93,7 @@ pub struct Args {
     pub dir: PathBuf,
 
     /// Base URL of the server, as trace-replay takes it.
-    #[arg(long, value_name = "URL", required_unless_present = "sim")]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["sim", "offline"])]
     pub url: Option<String>,
 
     /// Replay against a simulated server (see trace-sim), a new one for
@@ -95,6 +105,15 @@ pub struct Args {
     /// repeatable.
     #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub sim_args: Vec<String>,
+
+    /// Run each speed through the twin (trace-sim --offline) in virtual
+    /// time, with no server: a sweep in seconds. Needs --profile.
+    #[arg(long, conflicts_with_all = ["url", "sim"], requires = "profile")]
+    pub offline: bool,
+
+    /// With --offline: the model's profile (trace-sim --fit's, or -o's).
+    #[arg(long, value_name = "FILE", requires = "offline")]
+    pub profile: Option<String>,
 
     /// Model to name in every request (as trace-replay --model).
     #[arg(long, value_name = "NAME")]
@@ -432,6 +451,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     // Every run's flags are checked before the first run starts.
+    let twin = offline::Twin::new(args)?;
     let base = base_plan(args)?;
     let trace = Arc::new(Trace::read(&args.trace)?);
     trace.check_span(args)?;
@@ -457,7 +477,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 }
             }
         }
-        let (row, outcome) = match run_one(args, &base, &trace, speed) {
+        let (row, outcome) = match run_one(args, &base, twin.as_ref(), &trace, speed) {
             Ok(ran) => ran,
             Err(e) => {
                 // The rows so far still answer something.
@@ -693,6 +713,7 @@ impl Sink for LiveFold {
 fn run_one(
     args: &Args,
     base: &engine::Plan,
+    twin: Option<&offline::Twin>,
     trace: &Arc<Trace>,
     speed: f64,
 ) -> Result<(Row, Outcome)> {
@@ -720,9 +741,13 @@ fn run_one(
         results.display()
     ));
     let sink = (Ndjson::open(Some(&results))?, LiveFold(fold.clone()));
-    let outcome = match Engine::run(plan, trace.run_records(speed, args), sink) {
-        RunEnd::Failed(e) => return Err(e),
-        end => end.outcome()?,
+    let records = trace.run_records(speed, args);
+    let outcome = match twin {
+        Some(twin) => twin.run(args, records, speed, sink)?,
+        None => match Engine::run(plan, records, sink) {
+            RunEnd::Failed(e) => return Err(e),
+            end => end.outcome()?,
+        },
     };
     let fold = fold.lock().unwrap_or_else(PoisonError::into_inner);
     let stopped_early = fold.watch.cannot_pass();

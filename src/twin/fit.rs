@@ -273,13 +273,12 @@ pub fn fit(
     }
     let c = &f.coef;
     // The robust fit follows the usual step; stalls (a busy machine, a
-    // server's housekeeping) come with time, and add to the mean step,
-    // which is what throughput and queues follow: α takes the mean
-    // residual.
-    let predicted = |o: &Observed| c.iter().zip(&o.row).map(|(c, x)| c * x).sum::<f64>();
-    let bias = steps.iter().map(|o| o.ms - predicted(o)).sum::<f64>() / steps.len() as f64;
+    // server's housekeeping) and tokens the client got at once spread the
+    // steps around it: the spread keeps them, as observed / model ratios,
+    // so that the twin's steps vary as the run's did and their mean (what
+    // throughput and queues follow) stays the run's.
     let mut profile = Profile {
-        alpha_ms: (c[0] + bias).max(0.0),
+        alpha_ms: c[0].max(0.0),
         beta_ms: c[1],
         gamma_ms: c[2],
         delta_ms: c[3],
@@ -308,6 +307,8 @@ pub fn fit(
         ));
         format!("{max_running} (at least)")
     };
+    profile.step_spread = spread(&steps, &profile, false);
+    profile.prefill_spread = spread(&steps, &profile, true);
     // Residuals, overall and by kind of step.
     let model = profile.clone();
     let errors = |first: Option<bool>| {
@@ -389,6 +390,23 @@ pub fn fit(
         profile.epsilon_ms
     );
     let _ = writeln!(report, "  slots       {slots_note}");
+    for (name, q) in [
+        ("decode steps", &profile.step_spread),
+        ("prefill steps", &profile.prefill_spread),
+    ] {
+        if !q.is_empty() {
+            let at = |u: f64| Profile::spread_at(q, u);
+            let _ = writeln!(
+                report,
+                "  spread of {name} (observed / model, drawn each step): p10 {:.3}, \
+                 p50 {:.3}, p90 {:.3}, p99 {:.3}",
+                at(0.1),
+                at(0.5),
+                at(0.9),
+                at(0.99)
+            );
+        }
+    }
     let _ = writeln!(report, "residuals (|observed - model| / observed):");
     for (name, e) in [
         ("all steps", &all),
@@ -413,6 +431,34 @@ pub fn fit(
         }
     }
     Ok(Fitted { profile, report })
+}
+
+/// Quantiles of the step spread: 0 % to 100 % by 1 %.
+const SPREAD_QUANTILES: usize = 101;
+
+/// The observed / model ratio of every step that prefills (or not) at
+/// [`SPREAD_QUANTILES`] quantiles; empty when every such step fits within
+/// 1 % (nothing to spread).
+fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
+    let mut ratios: Vec<f64> = steps
+        .iter()
+        .filter(|o| (o.row[4] > 0.0) == prefills)
+        .filter_map(|o| {
+            let model = predict(p, &o.row);
+            (model > 0.0).then(|| o.ms / model)
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    if ratios.is_empty() || ratios.iter().all(|r| (r - 1.0).abs() <= 0.01) {
+        return Vec::new();
+    }
+    let n = ratios.len() - 1;
+    (0..SPREAD_QUANTILES)
+        .map(|k| {
+            let i = (n * k + (SPREAD_QUANTILES - 1) / 2) / (SPREAD_QUANTILES - 1);
+            (ratios[i] * 10_000.0).round() / 10_000.0
+        })
+        .collect()
 }
 
 fn predict(p: &Profile, row: &[f64; 5]) -> f64 {

@@ -11,12 +11,12 @@ use std::time::{Duration, SystemTime};
 
 use crate::api::Endpoint;
 use crate::cli::Outcome;
+use crate::engine::Records;
 use crate::engine::exchange::skeleton;
 use crate::engine::request::{BodyOptions, Prepared, outline};
 use crate::engine::schedule::{Completed, Pace, Plan, Schedule};
-use crate::error::Result;
-use crate::io::{Lines, Output};
-use crate::record::Record;
+use crate::error::{FieldError, Result};
+use crate::record::{Record, Speedup};
 use crate::result::{ResultRecord, Status, round_us};
 use crate::simulator::batch::{Batch, Event, Job};
 use crate::simulator::profile::Profile;
@@ -40,20 +40,52 @@ struct Pending {
     itl: Vec<f64>,
 }
 
+/// Takes each result as it completes; `Ok(true)` asks the run to stop, as
+/// a replay's [`crate::engine::Sink`] does: nothing more is sent, the
+/// requests in the batch finish, the rest are written `cancelled`.
+pub type Emit<'a> = &'a mut dyn FnMut(&ResultRecord) -> Result<bool>;
+
 /// What an offline run needs besides the profile.
 pub struct Run<'a> {
     pub profile: Profile,
     /// `--model`: named in every result, as trace-replay's `--model` is.
     pub model: Option<String>,
-    pub output: &'a mut Output,
+    /// Timestamps and delays divided by this, as trace-rescale --speed
+    /// divides them (trace-sweep's runs); 1 leaves them.
+    pub speed: f64,
+    pub emit: Emit<'a>,
+    /// The records are in memory: on Ctrl-C, those not read yet are
+    /// written `cancelled` too.
+    pub in_memory: bool,
     /// Set by Ctrl-C: stop, writing what is left as cancelled.
     pub stop: Arc<AtomicBool>,
 }
 
-/// Run every record of `lines` through the model, writing one result per
+/// Set the flag it returns on Ctrl-C, from a thread of its own: an
+/// offline run checks it between steps.
+pub fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
+                flag.store(true, Ordering::Relaxed);
+            }
+        });
+    stop
+}
+
+/// Run every record of `records` through the model, giving one result per
 /// record as it completes. Interrupted, what was not done is written as
 /// `cancelled` and the outcome says so.
-pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
+pub fn run(records: &mut dyn Records, run: Run<'_>) -> Result<Outcome> {
     let opts = BodyOptions {
         endpoint: Endpoint::Chat,
         model: run.model.clone(),
@@ -79,10 +111,22 @@ pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
     // The due time of the last record read by its timestamp.
     let mut read_to = f64::NEG_INFINITY;
     let mut origin: Option<SystemTime> = None;
-    let out = run.output;
+    let mut speedup = (run.speed != 1.0).then(|| Speedup::new(run.speed));
+    let out = run.emit;
+    // The results asked the run to stop: the batch finishes, nothing more
+    // is sent.
+    let mut winding_down = false;
     loop {
         if run.stop.load(Ordering::Relaxed) {
-            return cancel(out, &mut schedule, pending, origin);
+            // Records in memory end; a pipe might not: its unread records
+            // are left, as they were never taken on.
+            let rest = match run.in_memory {
+                true => rest_of(records, index, speedup.as_mut(), &opts)?,
+                false => Vec::new(),
+            };
+            let mut left = schedule.drain();
+            left.extend(rest);
+            return cancel(out, left, pending, origin);
         }
         // Read on until the records read reach past the next thing to do:
         // a later record (in timestamp order) cannot come before it.
@@ -91,11 +135,14 @@ pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
             if next.is_some_and(|t| t < read_to) {
                 break;
             }
-            let Some((loc, line)) = lines.next_line()? else {
+            let Some((loc, rec)) = records.next_record()? else {
                 eof = true;
                 break;
             };
-            let rec = Record::parse_at(line, &loc)?;
+            let mut rec = rec?;
+            if let Some(scale) = &mut speedup {
+                rescale(scale, &mut rec).map_err(|e| e.at(&loc))?;
+            }
             let mut req = outline(&rec, index, &opts).map_err(|e| e.at(&loc))?;
             let blocks = rec.hash_ids().map_err(|e| e.at(&loc))?.unwrap_or_default();
             if origin.is_none() {
@@ -163,7 +210,14 @@ pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
                             }),
                             ev.at,
                         );
-                        out.write_line(finished(done, origin).as_bytes())?;
+                        if out(&finished(done, origin))? && !winding_down {
+                            winding_down = true;
+                            let now = ev.at;
+                            unsent(out, schedule.drain(), now, origin)?;
+                            let rest = rest_of(records, index, speedup.as_mut(), &opts)?;
+                            unsent(out, rest, now, origin)?;
+                            eof = true;
+                        }
                     }
                 }
             }
@@ -171,8 +225,58 @@ pub fn run(lines: &mut Lines, run: Run<'_>) -> Result<Outcome> {
             _ => {}
         }
     }
-    out.flush()?;
     Ok(Outcome::Success)
+}
+
+/// Scale one record's timestamp and delay; the error names the speed.
+fn rescale(scale: &mut Speedup, rec: &mut Record) -> std::result::Result<(), FieldError> {
+    let speed = scale.speed;
+    let at_speed = |e: FieldError| FieldError::new(e.field, format!("at speed {speed}: {}", e.msg));
+    let timestamp = rec.timestamp().map_err(at_speed)?;
+    scale.apply(rec, timestamp).map_err(at_speed)?;
+    Ok(())
+}
+
+/// The records not read yet, outlined (numbered from `index`), for their
+/// `cancelled` results.
+fn rest_of(
+    records: &mut dyn Records,
+    mut index: u64,
+    mut speedup: Option<&mut Speedup>,
+    opts: &BodyOptions,
+) -> Result<Vec<(Option<f64>, Prepared)>> {
+    let mut rest = Vec::new();
+    while let Some((loc, rec)) = records.next_record()? {
+        let mut rec = rec?;
+        if let Some(scale) = speedup.as_deref_mut() {
+            rescale(scale, &mut rec).map_err(|e| e.at(&loc))?;
+        }
+        let req = outline(&rec, index, opts).map_err(|e| e.at(&loc))?;
+        rest.push((req.timestamp, req));
+        index += 1;
+    }
+    Ok(rest)
+}
+
+/// `cancelled` results, at `now`, for requests never sent once the run
+/// was stopped, as trace-replay writes them.
+fn unsent(
+    out: Emit<'_>,
+    left: Vec<(Option<f64>, Prepared)>,
+    now: f64,
+    origin: Option<SystemTime>,
+) -> Result<()> {
+    for (due, req) in left {
+        let mut r = skeleton(
+            &req,
+            round_us(due.unwrap_or(now)),
+            round_us(now),
+            start_time(origin, now),
+        );
+        r.measure.error = Some("not sent: the run was stopped".into());
+        out(&r)?;
+    }
+    Ok(())
 }
 
 /// The earlier of two times, either may be unknown.
@@ -229,10 +333,10 @@ fn take(pending: &mut HashMap<u64, Pending>, ev: &Event) -> Option<Done> {
     })
 }
 
-/// The line of a result, its start time on the virtual clock.
-fn finished(mut done: Done, origin: Option<SystemTime>) -> String {
+/// A finished result, its start time on the virtual clock.
+fn finished(mut done: Done, origin: Option<SystemTime>) -> ResultRecord {
     done.result.start_time = start_time(origin, done.result.sent_ms);
-    done.result.to_json_line()
+    done.result
 }
 
 fn start_time(origin: Option<SystemTime>, sent_ms: f64) -> String {
@@ -243,8 +347,8 @@ fn start_time(origin: Option<SystemTime>, sent_ms: f64) -> String {
 /// Ctrl-C: every request in the batch or not yet sent ends `cancelled`,
 /// as trace-replay's do.
 fn cancel(
-    out: &mut Output,
-    schedule: &mut Schedule<Prepared>,
+    out: Emit<'_>,
+    unsent: Vec<(Option<f64>, Prepared)>,
     pending: HashMap<u64, Pending>,
     origin: Option<SystemTime>,
 ) -> Result<Outcome> {
@@ -260,13 +364,12 @@ fn cancel(
             round_us(sent),
             start_time(origin, sent),
         );
-        out.write_line(r.to_json_line().as_bytes())?;
+        out(&r)?;
     }
-    for (due, req) in schedule.drain() {
+    for (due, req) in unsent {
         let due = round_us(due.unwrap_or(0.0));
         let r = skeleton(&req, due, due, start_time(origin, due));
-        out.write_line(r.to_json_line().as_bytes())?;
+        out(&r)?;
     }
-    out.flush()?;
     Ok(Outcome::Interrupted)
 }

@@ -258,3 +258,194 @@ fn replay_serves_a_profile_in_process() {
     done.sort();
     assert_eq!(done, vec![(0, 3), (1, 2)]);
 }
+
+/// α 10 ms and nothing else, one slot: each request of one output token
+/// holds the server for exactly one 10 ms step.
+const ONE_SLOT: &str = r#"{"tracekit_profile": 1, "alpha_ms": 10.0, "beta_ms": 0.0,
+    "gamma_ms": 0.0, "delta_ms": 0.0, "epsilon_ms": 0.0, "slots": 1,
+    "prefill_chunk": 2048, "cache_blocks": 0, "block_size": 512}"#;
+
+/// Six requests 100 ms apart, one output token each.
+fn six_requests() -> String {
+    (0..6)
+        .map(|k| {
+            format!(
+                "{{\"timestamp\":{},\"input_length\":10,\"output_length\":1}}\n",
+                k * 100
+            )
+        })
+        .collect()
+}
+
+/// trace-sweep --offline of [`six_requests`] through [`ONE_SLOT`], TTFT
+/// at most 20 ms for every request.
+fn sweep_offline(dir: &TestDir, extra: &[&str]) -> Run {
+    dir.write("p.json", ONE_SLOT);
+    dir.write("trace.jsonl", six_requests());
+    dir.cmd("trace-sweep")
+        .args(["--offline", "--profile", "p.json", "--slo", "ttft=20ms"])
+        .args(["--attainment", "1", "--format", "json", "-o", "runs"])
+        .args(extra)
+        .arg("trace.jsonl")
+        .run()
+}
+
+// At speed s the requests come 100/s ms apart and each takes 10 ms, so
+// request k (from 0) waits k × (10 − 100/s) ms when that is positive: its
+// TTFT is 10 + k × max(0, 10 − 100/s). The last (k = 5) meets 20 ms while
+// 5 × (10 − 100/s) ≤ 10, that is 100/s ≥ 8: s ≤ 12.5. At 12.5 the TTFTs
+// are 10, 12, 14, 16, 18 and 20 ms; at 12.6 the last is 20.3 ms.
+#[test]
+fn a_sweep_offline_finds_the_speed_one_slot_allows() {
+    let dir = TestDir::new("twin-sweep");
+    let run = sweep_offline(&dir, &["--speeds", "10,12.5,12.6,20"]);
+    run.code(0);
+    let j = run.json();
+    let passed: Vec<(f64, bool)> = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["speed"].as_f64().unwrap(), r["passed"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        passed,
+        vec![(10.0, true), (12.5, true), (12.6, false), (20.0, false)],
+        "{j}"
+    );
+    assert_eq!(j["max_speed"], 12.5);
+    // At speed 10, 6 requests over 50 ms: 100/s offered, each TTFT 10 ms.
+    let first = &j["runs"][0];
+    assert_eq!(first["requests"], 6);
+    assert_eq!(first["offered_rps"], 100.0);
+    assert_eq!(first["ttft_p50_ms"], 10.0);
+    // Each run is a results file, its TTFTs the model's.
+    let ttfts: Vec<f64> = file_lines(dir.join("runs/speed-12.5.ndjson"))
+        .iter()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            r["ttft_ms"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(ttfts, vec![10.0, 12.0, 14.0, 16.0, 18.0, 20.0]);
+}
+
+#[test]
+fn a_sweep_offline_searches_to_within_its_precision() {
+    let dir = TestDir::new("twin-sweep-search");
+    let run = sweep_offline(&dir, &["--search", "1..64", "--precision", "0.01"]);
+    run.code(0);
+    // The highest pass is at most 12.5 and within 1 % of the first fail
+    // above it, which is above 12.5.
+    let answer = run.json()["max_speed"].as_f64().unwrap();
+    assert!((12.5 / 1.01..=12.5).contains(&answer), "{answer}");
+}
+
+#[test]
+fn a_sweep_offline_refuses_flags_that_need_a_server() {
+    let dir = TestDir::new("twin-sweep-usage");
+    for (extra, want) in [
+        (
+            &["--between", "true"][..],
+            "trace-sweep: error: --between does not apply with --offline: there is no server \
+             to reset: every run starts with an empty cache",
+        ),
+        (
+            &["--metrics="][..],
+            "trace-sweep: error: --metrics does not apply with --offline: there is no server \
+             to scrape",
+        ),
+        (
+            &["--replay-arg=--max-concurrency=4"][..],
+            "trace-sweep: error: --replay-arg does not apply with --offline",
+        ),
+        (
+            &["--warmup", "2"][..],
+            "trace-sweep: error: --warmup does not apply",
+        ),
+        (
+            &["--sim-arg=--max-batch=2"][..],
+            "--sim-arg applies to --sim only",
+        ),
+        (&["--url", "http://127.0.0.1:9"][..], "--url"),
+        (&["--sim"][..], "--sim"),
+    ] {
+        let run = sweep_offline(&dir, &[&["--speeds", "1"][..], extra].concat());
+        run.code(2).stderr_has(want);
+        assert!(!dir.join("runs").exists(), "{extra:?}");
+    }
+    dir.cmd("trace-sweep")
+        .args(["--offline", "--slo", "ttft=1s", "-o", "runs", "trace.jsonl"])
+        .run()
+        .code(2)
+        .stderr_has("--profile");
+}
+
+#[test]
+fn a_sweep_offline_with_a_bad_profile_names_its_line_and_field() {
+    let dir = TestDir::new("twin-sweep-bad");
+    dir.write("trace.jsonl", six_requests());
+    dir.write("bad.json", PROFILE.replace("\"slots\": 2", "\"slots\": -2"));
+    dir.cmd("trace-sweep")
+        .args(["--offline", "--profile", "bad.json", "--slo", "ttft=1s"])
+        .args(["-o", "runs", "trace.jsonl"])
+        .run()
+        .code(2)
+        .stderr_has(
+            "trace-sweep: bad.json:8:13: error: field `slots`: invalid value: integer `-2`, \
+             expected usize",
+        );
+    assert!(!dir.join("runs").exists());
+    dir.cmd("trace-sweep")
+        .args(["--offline", "--profile", "none.json", "--slo", "ttft=1s"])
+        .args(["-o", "runs", "trace.jsonl"])
+        .run()
+        .code(2)
+        .stderr_has("none.json");
+}
+
+#[test]
+fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
+    use std::process::{Command, Stdio};
+    let dir = TestDir::new("twin-sweep-ctrl-c");
+    // 200,000 requests 1 ms apart, 10 ms a step, no slot limit: a run of
+    // some seconds of CPU in a debug build.
+    let n = 200_000;
+    let trace: String = (0..n)
+        .map(|k| format!("{{\"timestamp\":{k},\"input_length\":10,\"output_length\":2}}\n"))
+        .collect();
+    dir.write("trace.jsonl", trace);
+    dir.write("p.json", ONE_SLOT.replace("\"slots\": 1", "\"slots\": 0"));
+    let child = Command::new(bin("trace-sweep"))
+        .current_dir(&dir.path)
+        .args(["--offline", "--profile", "p.json", "--slo", "ttft=1s"])
+        .args([
+            "--speeds",
+            "1,2",
+            "--format",
+            "json",
+            "-o",
+            "runs",
+            "trace.jsonl",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ctrl-C once the first run has its first results.
+    let first = dir.join("runs/speed-1.ndjson");
+    let out = interrupt_when(child, || {
+        std::fs::metadata(&first).is_ok_and(|m| m.len() > 0)
+    });
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{j}");
+    assert_eq!(runs[0]["note"], "interrupted");
+    // One result per record, the ones not done cancelled.
+    let lines = file_lines(&first);
+    assert_eq!(lines.len(), n);
+    assert!(
+        lines.last().unwrap().contains("\"cancelled\""),
+        "{}",
+        lines[n - 1]
+    );
+}

@@ -402,6 +402,27 @@ pub fn summary_json(args: &[&str], results: impl AsRef<std::ffi::OsStr>) -> serd
 /// A spawned command ended with status `want`; the assertion shows its
 /// stderr.
 #[track_caller]
+/// Wait (boundedly: 20 s) until `ready`, then send `child` SIGINT, as
+/// Ctrl-C does: its output, once it exited 130 (asserted).
+pub fn interrupt_when(
+    child: std::process::Child,
+    ready: impl Fn() -> bool,
+) -> std::process::Output {
+    for _ in 0..1000 {
+        if ready() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on a child the test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    out
+}
+
 pub fn assert_exit(out: &std::process::Output, want: i32) {
     assert_eq!(
         out.status.code(),
