@@ -128,11 +128,13 @@ impl Shared {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP, as they come.
-struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
+/// SIGINT, SIGTERM and SIGHUP, as they come. Listening replaces their
+/// default action (ending the process) from the moment it is created.
+pub(super) struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
 
 impl StopSignals {
-    fn new() -> StopSignals {
+    /// Listen from now on (inside a runtime).
+    pub(super) fn new() -> StopSignals {
         use tokio::signal::unix::{SignalKind, signal};
         let kinds = [
             (libc::SIGINT, SignalKind::interrupt()),
@@ -186,8 +188,12 @@ async fn select_all<F: std::future::Future<Output = i32> + Unpin>(
 
 /// First Ctrl-C (or SIGTERM, SIGHUP): stop sending, give requests in
 /// flight `grace`, then cancel them. A second one: cancel at once.
-pub(super) async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
-    let mut signals = StopSignals::new();
+pub(super) async fn on_ctrl_c(
+    mut signals: StopSignals,
+    shared: &Shared,
+    grace: Duration,
+    quiet: bool,
+) {
     let sig = signals.recv().await;
     shared.stopped_by.store(sig, Ordering::SeqCst);
     shared.stop();
