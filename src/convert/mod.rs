@@ -547,6 +547,8 @@ pub struct Ctx {
     pub rate: Option<f64>,
     /// ShareGPT conversations read, across inputs (their order sets their start).
     conversations: u64,
+    /// Mooncake records read, across inputs (the rules across records).
+    mooncake: mooncake::Seen,
 }
 
 impl Ctx {
@@ -568,6 +570,7 @@ impl Ctx {
             traces_read: 0,
             rate: args.rate,
             conversations: 0,
+            mooncake: mooncake::Seen::default(),
         }
     }
 
