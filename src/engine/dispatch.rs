@@ -793,7 +793,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             self.unsent(req, due, false);
         }
         if !failed {
-            self.failure = self.drain(true).await;
+            self.failure = self.drain().await;
         }
         self.records = None;
         self.unread.clear();
@@ -809,22 +809,22 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
 impl<C: Clock> Dispatcher<'_, C> {
     /// After a stop: a `cancelled` result for each record still to come
     /// from the reader, all of an input file's, what a pipe sends within
-    /// [`DRAIN`]; with `second_signal`, a second signal (the cancel) ends
-    /// the reading at once. Then the records the reader holds, and it
+    /// [`DRAIN`]; a second signal ends the reading at once (the end of
+    /// --grace does not). Then the records the reader holds, and it
     /// reads no more. The error of a record that stops the run, if one
     /// came.
-    async fn drain(&mut self, second_signal: bool) -> Option<Error> {
+    async fn drain(&mut self) -> Option<Error> {
         let mut failure = None;
         let reading = self.records.is_some();
         let until = self
             .reading
             .endless
             .then(|| tokio::time::Instant::now() + DRAIN);
-        let mut cancel = self.shared.cancel.subscribe();
+        let mut second = self.shared.second_signal.subscribe();
         loop {
             let next = tokio::select! {
                 biased;
-                _ = cancel.wait_for(|c| *c), if second_signal => break,
+                _ = second.wait_for(|s| *s) => break,
                 () = async {
                     match until {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -897,9 +897,8 @@ impl<C: Clock> Dispatcher<'_, C> {
             }
             self.unsent(req, due, false);
         }
-        // The rest of the input, as after Ctrl-C (the cancel that stops
-        // the tasks in flight does not cut it short).
-        let _ = self.drain(false).await;
+        // The rest of the input, as after Ctrl-C.
+        let _ = self.drain().await;
         // The reader, if blocked handing over more, stops.
         self.records = None;
         self.unread.clear();

@@ -62,6 +62,8 @@ pub(super) struct Shared {
     pub(super) output_closed: AtomicBool,
     /// Tells tasks in flight to give up.
     pub(super) cancel: tokio::sync::watch::Sender<bool>,
+    /// A second signal came: what is left to read is read no further.
+    pub(super) second_signal: tokio::sync::watch::Sender<bool>,
     /// The progress bar, on a terminal.
     pub(super) bar: Option<indicatif::ProgressBar>,
     pub(super) control: tokio::sync::mpsc::UnboundedSender<Control>,
@@ -81,11 +83,13 @@ impl Shared {
         bar: Option<indicatif::ProgressBar>,
     ) -> Shared {
         let (cancel, _) = tokio::sync::watch::channel(false);
+        let (second_signal, _) = tokio::sync::watch::channel(false);
         Shared {
             counters: Counters::default(),
             stopping: AtomicBool::new(false),
             output_closed: AtomicBool::new(false),
             cancel,
+            second_signal,
             bar,
             control,
             stop_signal: tokio::sync::Notify::new(),
@@ -187,7 +191,8 @@ async fn select_all<F: std::future::Future<Output = i32> + Unpin>(
 }
 
 /// First Ctrl-C (or SIGTERM, SIGHUP): stop sending, give requests in
-/// flight `grace`, then cancel them. A second one: cancel at once.
+/// flight `grace`, then cancel them. A second one: cancel at once, and
+/// read no more input (an input file is read on to its end until then).
 pub(super) async fn on_ctrl_c(
     mut signals: StopSignals,
     shared: &Shared,
@@ -205,9 +210,13 @@ pub(super) async fn on_ctrl_c(
             ))
         });
     }
-    tokio::select! {
-        () = tokio::time::sleep(grace) => {}
-        _ = signals.recv() => {}
-    }
+    let second = tokio::select! {
+        () = tokio::time::sleep(grace) => false,
+        _ = signals.recv() => true,
+    };
     let _ = shared.cancel.send(true);
+    if !second {
+        signals.recv().await;
+    }
+    let _ = shared.second_signal.send(true);
 }

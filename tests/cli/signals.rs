@@ -245,3 +245,35 @@ fn a_signal_during_the_server_check_gives_every_record_its_result() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cancelled 3"), "{stderr}");
 }
+
+#[test]
+fn the_end_of_the_grace_does_not_cut_short_the_rest_of_an_input_file() {
+    // With --grace 0 the requests in flight are cancelled as the stop
+    // comes; the records of the file still to read get their lines all
+    // the same (only a second signal reads no further).
+    let dir = TestDir::new("signal-no-grace");
+    dir.write("t.jsonl", trace(100_000, 100));
+    let child = Command::new(bin("trace-replay"))
+        .current_dir(&dir.path)
+        .args([
+            "--sim",
+            "--quiet",
+            "--grace",
+            "0s",
+            "-o",
+            "out.ndjson",
+            "t.jsonl",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&dir.join("out.ndjson"), 3);
+    signal(&child, libc::SIGTERM);
+    let out = ends_within(child, 20);
+    crate::util::assert_exit(&out, 143);
+    let s = statuses(&dir, 100_000);
+    let ok = s.iter().filter(|s| *s == "ok").count();
+    assert!(ok >= 3, "{ok} ok");
+    assert_eq!(s.iter().filter(|s| *s == "cancelled").count(), 100_000 - ok);
+}
