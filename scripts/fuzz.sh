@@ -6,9 +6,6 @@
 # number of cases each (default 2). Their inputs grow from the seeds in
 # tests/data/fuzz, the reproducers of past findings among them.
 #
-# Open finding: TRACEKIT_FUZZ_SEED=20261131 (trace-slice --from keeps a lone
-# record whose timestamp trace-validate --strict then reads as epoch seconds).
-#
 # A failure prints its seed; the same cases run again with
 #   TRACEKIT_FUZZ_SEED=N TRACEKIT_FUZZ_SCALE=S cargo test --test cli fuzz::
 set -euo pipefail

@@ -114,8 +114,11 @@ impl UnitEvidence {
             .filter(|_| self.records > 1)
             .map(|d| d / (self.records - 1) as f64);
         // Epoch seconds are a few units apart; milliseconds since a start
-        // 12 days to 3 years back are hundreds or thousands apart.
-        if epoch_seconds && !whole_seconds && mean_gap.is_none_or(|g| g < 1000.0) {
+        // 12 days to 3 years back are hundreds or thousands apart. The
+        // mean gap of a few records says neither (a slice of a trace in
+        // milliseconds may keep one record): as for the rate, only over
+        // enough of them.
+        if epoch_seconds && enough && !whole_seconds && mean_gap.is_some_and(|g| g < 1000.0) {
             let year = 1970 + (self.min / 31_556_952.0) as u64;
             let days = (self.min / 86_400_000.0) as u64;
             out.push(format!(
@@ -196,5 +199,27 @@ mod tests {
                 .is_empty()
         );
         assert!(evidence([]).warnings().is_empty());
+    }
+
+    #[test]
+    fn a_few_records_never_look_like_epoch_seconds() {
+        // One record 20 days into a trace in milliseconds (what
+        // `trace-slice --from` may keep), and 99 records 500 ms apart from
+        // there: too few to tell from epoch seconds.
+        assert!(evidence([1_728_000_123.0]).warnings().is_empty());
+        let few = (0..99).map(|i| 1_728_000_123.0 + f64::from(i) * 500.0);
+        assert!(evidence(few).warnings().is_empty());
+        // 100 records 2 units apart from 1,728,000,123: epoch seconds in
+        // 2024 (20 days after 1970 as milliseconds).
+        let w = evidence((0..100).map(|i| 1_728_000_123.0 + f64::from(i) * 2.0)).warnings();
+        assert_eq!(
+            w,
+            vec![
+                "timestamps look like absolute epoch seconds (first 1728000123: a date in 2024 as seconds, \
+                 20 days after 1970 as milliseconds; records 2 apart on average), but timestamps are \
+                 milliseconds: trace-slice --rebase | trace-rescale --speed 0.001 converts them"
+                    .to_string()
+            ]
+        );
     }
 }

@@ -53,10 +53,9 @@ Examples:
 /// and records with `after` may go without: AIPerf's multi-turn layout).
 ///
 /// Warnings: timestamps that decrease; timestamps that look like seconds
-/// rather than milliseconds (a mean rate over 1,000 requests/s, every gap
-/// under 1 ms, or 10 records or more within less than a second at a mean
-/// rate above their count), or like epoch seconds (a first timestamp from
-/// 1e9 to 1e11 with records under 1,000 apart on average); never when every
+/// rather than milliseconds (100 records or more at a mean rate over
+/// 10,000 requests/s), or like epoch seconds (100 records or more, the
+/// first from 1e9 to 1e11, under 1,000 apart on average); never when every
 /// gap is a whole number of seconds (milliseconds from a source that counts
 /// seconds). Each says what it saw. A note when timestamps are absolute
 /// epoch milliseconds.

@@ -38,6 +38,8 @@ pub struct Ctx {
     pub rate: Option<f64>,
     /// ShareGPT conversations read, across inputs (their order sets their start).
     pub(super) conversations: u64,
+    /// Mooncake records read, across inputs (the rules across records).
+    pub(super) mooncake: super::mooncake::Seen,
 }
 
 impl Ctx {
@@ -59,6 +61,7 @@ impl Ctx {
             traces_read: 0,
             rate: args.rate,
             conversations: 0,
+            mooncake: super::mooncake::Seen::default(),
         }
     }
 

@@ -3,6 +3,8 @@
 //! every field passes through unchanged otherwise. Later turns of a session
 //! (and records with `after`) may have no timestamp, as in AIPerf's
 //! multi-turn layout: they stay right after the turn they follow.
+//! Several inputs make one trace: the rules across records (timestamps on
+//! all or none, `after` ids, sessions) hold across them.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -22,13 +24,39 @@ pub fn sniff(head: &Head) -> bool {
         && !super::bailian::sniff(head)
 }
 
-/// Read a Mooncake JSONL trace.
+/// What the inputs read so far hold, for the rules across records.
+#[derive(Default)]
+pub struct Seen {
+    presence: record::Presence,
+    turns: record::Turns,
+    /// Start of each session's latest turn, ns.
+    session_start: HashMap<String, i64>,
+    /// Start of the record with each id, ns.
+    id_start: HashMap<String, i64>,
+}
+
+/// Read a Mooncake JSONL trace (one of the inputs).
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+    let mut seen = std::mem::take(&mut ctx.mooncake);
+    let read = read_with(reader, source, ctx, &mut seen);
+    ctx.mooncake = seen;
+    read
+}
+
+fn read_with(
+    reader: Box<dyn BufRead + Send>,
+    source: Arc<str>,
+    ctx: &mut Ctx,
+    seen: &mut Seen,
+) -> Result<()> {
     let mut lines = LineReader::new(reader, source);
-    let mut presence = record::Presence::default();
-    let mut turns = record::Turns::default();
-    let mut session_start: HashMap<String, i64> = HashMap::new();
-    let mut id_start: HashMap<String, i64> = HashMap::new();
+    let Seen {
+        presence,
+        turns,
+        session_start,
+        id_start,
+    } = seen;
+    // Untimed later turns keep their place in their own input.
     let mut last_start = 0;
     loop {
         let source = lines.source().clone();
@@ -63,7 +91,7 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
         // left out: the next one of the session then starts it.
         let starts = checked.session_id.as_deref().filter(|s| !turns.has_seen(s));
         let follows = turns.follows(checked.session_id.as_deref(), checked.after.is_some());
-        let mut left_out = |e: crate::error::Error, turns: &mut record::Turns| {
+        let left_out = |e: crate::error::Error, turns: &mut record::Turns, ctx: &mut Ctx| {
             if let Some(s) = starts {
                 turns.forget(s);
             }
@@ -79,18 +107,18 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
             &mut errors,
         );
         if let Some(first) = errors.into_iter().next() {
-            left_out(first.at(&loc), &mut turns)?;
+            left_out(first.at(&loc), turns, ctx)?;
             continue;
         }
-        if let Some(e) = arrives_first(&checked, &rec, &id_start, &session_start) {
-            left_out(e.at(&loc), &mut turns)?;
+        if let Some(e) = arrives_first(&checked, &rec, id_start, session_start) {
+            left_out(e.at(&loc), turns, ctx)?;
             continue;
         }
         // Timestamps on all records or none, as trace-validate wants
         // (records that follow another may go without in a timed trace).
         if !follows || checked.timestamp.is_some() {
             if let Some(e) = presence.check(loc.line, checked.timestamp.is_some()) {
-                left_out(e.at(&loc), &mut turns)?;
+                left_out(e.at(&loc), turns, ctx)?;
                 continue;
             }
         }

@@ -13,7 +13,7 @@ use super::abort::{Context, FailWatch, Fate};
 use super::clock::{Clock, SPIN};
 use super::conversation::{self, Kept, Parent, Transcript};
 use super::exchange::{self, Target, skeleton};
-use super::feed::{READ_AHEAD, Read};
+use super::feed::{READ_AHEAD, Read, Reading};
 use super::internal::{self, Stage};
 use super::output::Results;
 use super::plan::Plan;
@@ -62,6 +62,8 @@ pub(super) struct Dispatcher<'a, C> {
     control: UnboundedReceiver<Control>,
     /// `None` once the run stopped reading (--duration).
     records: Option<tokio::sync::mpsc::Receiver<Vec<Read>>>,
+    /// What the reader holds, and what its input is.
+    reading: Arc<Reading>,
     /// Records received and not yet taken.
     unread: VecDeque<Read>,
     /// Records taken, until they are sent.
@@ -120,14 +122,15 @@ pub(super) struct Dispatched {
 
 impl<'a, C: Clock> Dispatcher<'a, C> {
     /// A dispatcher for `plan`, sending to `target` the records the reader
-    /// hands over on `records`, its results to `results`, on `clock`.
+    /// hands over on its channel (`reader`, with what it shares), its
+    /// results to `results`, on `clock`.
     pub(super) fn new(
         plan: &'a Plan,
         shared: Arc<Shared>,
         target: Arc<Target>,
         results: Results,
         control: UnboundedReceiver<Control>,
-        records: tokio::sync::mpsc::Receiver<Vec<Read>>,
+        reader: (tokio::sync::mpsc::Receiver<Vec<Read>>, Arc<Reading>),
         clock: C,
     ) -> Dispatcher<'a, C> {
         Dispatcher {
@@ -136,7 +139,8 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             target,
             results,
             control,
-            records: Some(records),
+            records: Some(reader.0),
+            reading: reader.1,
             unread: VecDeque::new(),
             schedule: Schedule::new(plan.pacing.pace),
             reader_done: false,
@@ -789,26 +793,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             self.unsent(req, due, false);
         }
         if !failed {
-            // The rest of the input, as long as it comes: an input that has
-            // not ended (a pipe still open) may send nothing more, and the
-            // records it sent have their results.
-            let reading = self.records.is_some();
-            while let Ok(next) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
-                match next {
-                    Some(Read::Ready(req) | Read::Unsent(req)) => self.unsent(req, None, false),
-                    Some(Read::Failed(e)) => {
-                        self.failure = Some(e);
-                        break;
-                    }
-                    Some(Read::Origin(_)) => {}
-                    None => {
-                        if reading {
-                            self.input_closed();
-                        }
-                        break;
-                    }
-                }
-            }
+            self.failure = self.drain().await;
         }
         self.records = None;
         self.unread.clear();
@@ -822,6 +807,76 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
 }
 
 impl<C: Clock> Dispatcher<'_, C> {
+    /// After a stop: a `cancelled` result for each record still to come
+    /// from the reader, all of an input file's, what a pipe sends within
+    /// [`DRAIN`]; a second signal ends the reading at once (the end of
+    /// --grace does not). Then the records the reader holds, and it
+    /// reads no more. The error of a record that stops the run, if one
+    /// came.
+    async fn drain(&mut self) -> Option<Error> {
+        let mut failure = None;
+        let reading = self.records.is_some();
+        let until = self
+            .reading
+            .endless
+            .then(|| tokio::time::Instant::now() + DRAIN);
+        let mut second = self.shared.second_signal.subscribe();
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = second.wait_for(|s| *s) => break,
+                () = async {
+                    match until {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => break,
+                next = self.read() => next,
+            };
+            match next {
+                Some(read) => self.unsent_read(read, &mut failure),
+                None => {
+                    if reading {
+                        self.input_closed();
+                    }
+                    break;
+                }
+            }
+        }
+        // The batches handed over meanwhile, then the reader's own.
+        if let Some(rx) = &mut self.records {
+            loop {
+                while let Ok(batch) = rx.try_recv() {
+                    self.unread.extend(batch);
+                }
+                if let Some(held) = self.reading.try_close() {
+                    self.unread.extend(held);
+                    while let Ok(batch) = rx.try_recv() {
+                        self.unread.extend(batch);
+                    }
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        for read in std::mem::take(&mut self.unread) {
+            self.unsent_read(read, &mut failure);
+        }
+        failure
+    }
+
+    /// A `cancelled` result for a record read after a stop (the first
+    /// record that stops the run, into `failure`).
+    fn unsent_read(&mut self, read: Read, failure: &mut Option<Error>) {
+        match read {
+            Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
+            Read::Failed(e) => {
+                failure.get_or_insert(e);
+            }
+            Read::Origin(_) => {}
+        }
+    }
+
     /// After the dispatcher panicked (`what`, described): stop at once,
     /// write a result for every record taken on and not yet answered, as
     /// an `error` naming the internal error, and wait for the requests in
@@ -842,14 +897,8 @@ impl<C: Clock> Dispatcher<'_, C> {
             }
             self.unsent(req, due, false);
         }
-        // The rest of the input, as after Ctrl-C, as long as it comes.
-        while let Ok(Some(next)) = tokio::time::timeout(STALLED_INPUT, self.read()).await {
-            match next {
-                Read::Ready(req) | Read::Unsent(req) => self.unsent(req, None, false),
-                Read::Failed(_) => break,
-                Read::Origin(_) => {}
-            }
-        }
+        // The rest of the input, as after Ctrl-C.
+        let _ = self.drain().await;
         // The reader, if blocked handing over more, stops.
         self.records = None;
         self.unread.clear();
@@ -882,9 +931,10 @@ impl<C: Clock> Dispatcher<'_, C> {
     }
 }
 
-/// After a stop, how long the input may send nothing before the records
-/// it has not sent are given up on.
-const STALLED_INPUT: Duration = Duration::from_millis(500);
+/// After a stop, how long an input that may never end (a pipe) is read
+/// on: the records it already holds get their results, then it is read no
+/// more.
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// Whether the kernel says the clock is synchronized (adjtimex does not
 /// report TIME_ERROR); true where that cannot be read.

@@ -4,6 +4,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use tokio::sync::mpsc::error::TrySendError;
 
@@ -35,6 +36,13 @@ pub trait Records: Send + 'static {
     fn span_estimate(&self) -> Option<f64> {
         None
     }
+
+    /// Whether the input may never end (a pipe, a terminal): a stopped
+    /// run reads such input for a moment only, where it reads an input
+    /// file to its end.
+    fn endless(&self) -> bool {
+        false
+    }
 }
 
 /// The records of trace files (or standard input), one JSON object a
@@ -64,6 +72,26 @@ impl Records for TraceLines {
     fn span_estimate(&self) -> Option<f64> {
         super::progress::estimate_span(&self.inputs)
     }
+
+    fn endless(&self) -> bool {
+        self.inputs.iter().any(|i| !is_file(i))
+    }
+}
+
+/// Whether `input` is a regular file (standard input redirected from one
+/// too): it ends.
+fn is_file(input: &InputSpec) -> bool {
+    let meta = match input {
+        InputSpec::Stdin => {
+            use std::os::fd::AsFd;
+            std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(|fd| std::fs::File::from(fd).metadata())
+        }
+        InputSpec::Path(p) => std::fs::metadata(p),
+    };
+    meta.is_ok_and(|m| m.is_file())
 }
 
 /// Records in memory (a vector's, an iterator's), numbered from 1 as
@@ -326,12 +354,49 @@ impl<'a, R: Records> Feed<'a, R> {
     }
 }
 
+/// What the dispatcher shares with the reader besides the channel.
+pub(super) struct Reading {
+    /// The input may never end (see [`Records::endless`]).
+    pub(super) endless: bool,
+    /// The batch the reader is gathering, not handed over yet: once the
+    /// run stopped, the dispatcher takes it, since the reader may be
+    /// blocked reading an input that has not ended and every record read
+    /// gets its result. `None` once taken: the reader reads no more.
+    held: Mutex<Option<Vec<Read>>>,
+}
+
+impl Reading {
+    pub(super) fn new(endless: bool) -> Reading {
+        Reading {
+            endless,
+            held: Mutex::new(Some(Vec::new())),
+        }
+    }
+
+    /// The batch (as it was if a panic interrupted its holder).
+    fn held(&self) -> MutexGuard<'_, Option<Vec<Read>>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Take the batch and end the reading, unless the reader is handing
+    /// a batch over right now (`None`: receive it and try again).
+    pub(super) fn try_close(&self) -> Option<Vec<Read>> {
+        let mut held = match self.held.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(held.take().unwrap_or_default())
+    }
+}
+
 /// The reader thread: parse and prepare records ahead of the schedule.
 ///
 /// Records go over in batches: one at a time while the dispatcher has room
 /// for them, gathered up to `READ_BATCH` once the read-ahead is full, so
 /// that keeping it full costs one wakeup of each thread per batch rather
-/// than per record.
+/// than per record. The batch is handed over under the lock of
+/// [`Reading::held`], so that the dispatcher, closing it, misses none.
 ///
 /// A panic here stops the run: the records read so far are handed over,
 /// then the internal error.
@@ -340,17 +405,19 @@ pub(super) fn read_records(
     records: impl Records,
     out: tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
+    reading: &Reading,
 ) {
     let _caught = internal::caught_here();
-    let mut batch = Vec::new();
     let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        read_into(plan, records, &out, shared, &mut batch);
+        read_into(plan, records, &out, shared, reading);
     }));
     if let Err(panic) = read {
         let what = internal::describe(&*panic);
         shared.fail(what.clone());
-        batch.push(Read::Failed(internal::stopped(&what)));
-        let _ = out.blocking_send(batch);
+        if let Some(batch) = reading.held().as_mut() {
+            batch.push(Read::Failed(internal::stopped(&what)));
+            let _ = out.blocking_send(std::mem::take(batch));
+        }
     }
 }
 
@@ -359,7 +426,7 @@ fn read_into(
     records: impl Records,
     out: &tokio::sync::mpsc::Sender<Vec<Read>>,
     shared: &Shared,
-    batch: &mut Vec<Read>,
+    reading: &Reading,
 ) {
     let mut feed = Feed::new(plan, records);
     let mut origin_sent = false;
@@ -374,6 +441,11 @@ fn read_into(
             Ok(Some(p)) => Read::Ready(p),
             Ok(None) => break,
             Err(e) => Read::Failed(e),
+        };
+        let mut held = reading.held();
+        let Some(batch) = held.as_mut() else {
+            // The dispatcher took its last records: the run has ended.
+            return;
         };
         // Shards of one trace share its origin, so that they line up.
         if plan.pacing.shard.is_some() && !origin_sent && !feed.in_warmup() {
@@ -406,7 +478,7 @@ fn read_into(
             let _ = shared.counters.schedule_ms.set(ms);
         }
     }
-    if !batch.is_empty() {
+    if let Some(batch) = reading.held().as_mut().filter(|b| !b.is_empty()) {
         let _ = out.blocking_send(std::mem::take(batch));
     }
 }

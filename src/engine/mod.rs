@@ -57,10 +57,10 @@ use std::time::{Duration, Instant};
 
 use self::args::{CONNECT_TIMEOUT, request_url};
 use self::dispatch::{Dispatched, Dispatcher, MAX_UNKNOWN_WARNINGS, ms_between};
-use self::feed::{READ_AHEAD, READ_BATCH, read_records};
+use self::feed::{READ_AHEAD, READ_BATCH, Reading, read_records};
 use self::output::{ResultWriter, Results, finish_results, write_results};
-use self::progress::{final_line, progress, progress_bar};
-use self::shared::{Shared, on_ctrl_c};
+use self::progress::{final_line, progress, progress_bar, start_bar};
+use self::shared::{Shared, StopSignals, on_ctrl_c};
 use crate::cli::{self, Outcome};
 use crate::error::{Error, Result};
 use crate::io::Output;
@@ -119,6 +119,19 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         .enable_all()
         .build()
         .map_err(|e| Error::msg(format!("cannot start the async runtime: {e}")))?;
+    // The signals are heard from here on, through the server check too: a
+    // stop before the run started still gives every record its result.
+    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
+    let shared = Arc::new(Shared::new(control_tx, progress_bar(&plan)));
+    let signal = {
+        let signals = {
+            let _inside = runtime.enter();
+            StopSignals::new()
+        };
+        let shared = shared.clone();
+        let (grace, quiet) = (plan.limits.grace, plan.quiet);
+        runtime.spawn(async move { on_ctrl_c(signals, &shared, grace, quiet).await })
+    };
     // The in-process simulated server gets a runtime (a thread) of its
     // own, so that it does not take the client's.
     let mut sim_runtime = None;
@@ -169,7 +182,13 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         .build()
         .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
     if sim_runtime.is_none() {
-        runtime.block_on(preflight::check_server(&client, &headers, &base, &url))?;
+        runtime.block_on(async {
+            tokio::select! {
+                checked = preflight::check_server(&client, &headers, &base, &url) => checked,
+                // Stopped: the run writes its results without sending.
+                () = shared.stop_signal.notified() => Ok(()),
+            }
+        })?;
     }
     let target = Arc::new(exchange::Target {
         client,
@@ -197,8 +216,7 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         &endpoint,
         plan.body.model.as_deref(),
     ));
-    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
-    let shared = Arc::new(Shared::new(control_tx, progress_bar(&plan)));
+    start_bar(&shared);
     if let Some(limit) = plan.pacing.limit {
         shared.counters.total.store(limit, Ordering::Relaxed);
     }
@@ -220,11 +238,6 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         (Results::Thread(tx), Some(thread))
     };
     let (records_tx, records_rx) = tokio::sync::mpsc::channel(READ_AHEAD / READ_BATCH);
-    let signal = {
-        let shared = shared.clone();
-        let (grace, quiet) = (plan.limits.grace, plan.quiet);
-        runtime.spawn(async move { on_ctrl_c(&shared, grace, quiet).await })
-    };
 
     let run_start: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let mut scraper = match &plan.scrape {
@@ -249,9 +262,10 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
     // The reader is a thread of its own, not scoped: stopped while its
     // input has not ended (a pipe still open), it may be blocked in a read
     // that never returns, and the run ends without it.
+    let reading = Arc::new(Reading::new(records.endless()));
     let reader = {
-        let (plan, shared) = (plan.clone(), shared.clone());
-        thread::spawn(move || read_records(&plan, records, records_tx, &shared))
+        let (plan, shared, reading) = (plan.clone(), shared.clone(), reading.clone());
+        thread::spawn(move || read_records(&plan, records, records_tx, &shared, &reading))
     };
     let progress_done = Arc::new(AtomicBool::new(false));
     let progress_thread = (!plan.quiet).then(|| {
@@ -265,7 +279,7 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         target,
         results.clone(),
         control_rx,
-        records_rx,
+        (records_rx, reading),
         clock,
     );
     // The sending thread's CPU over the run tells a busy replay from

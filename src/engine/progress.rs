@@ -224,9 +224,16 @@ pub(super) fn progress_bar(plan: &Plan) -> Option<indicatif::ProgressBar> {
     if plan.quiet || !std::io::stderr().is_terminal() {
         return None;
     }
-    let bar = indicatif::ProgressBar::new_spinner().with_style(bar_style(SPINNER));
-    bar.enable_steady_tick(Duration::from_millis(200));
-    Some(bar)
+    // Drawn from the start of the run (`start_bar`), under the messages
+    // before it.
+    Some(indicatif::ProgressBar::new_spinner().with_style(bar_style(SPINNER)))
+}
+
+/// Draw the progress bar, if there is one, from now on.
+pub(super) fn start_bar(shared: &super::shared::Shared) {
+    if let Some(bar) = &shared.bar {
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
 }
 
 /// How busy the sending thread was over the run.

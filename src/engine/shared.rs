@@ -62,6 +62,8 @@ pub(super) struct Shared {
     pub(super) output_closed: AtomicBool,
     /// Tells tasks in flight to give up.
     pub(super) cancel: tokio::sync::watch::Sender<bool>,
+    /// A second signal came: what is left to read is read no further.
+    pub(super) second_signal: tokio::sync::watch::Sender<bool>,
     /// The progress bar, on a terminal.
     pub(super) bar: Option<indicatif::ProgressBar>,
     pub(super) control: tokio::sync::mpsc::UnboundedSender<Control>,
@@ -81,11 +83,13 @@ impl Shared {
         bar: Option<indicatif::ProgressBar>,
     ) -> Shared {
         let (cancel, _) = tokio::sync::watch::channel(false);
+        let (second_signal, _) = tokio::sync::watch::channel(false);
         Shared {
             counters: Counters::default(),
             stopping: AtomicBool::new(false),
             output_closed: AtomicBool::new(false),
             cancel,
+            second_signal,
             bar,
             control,
             stop_signal: tokio::sync::Notify::new(),
@@ -128,11 +132,13 @@ impl Shared {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP, as they come.
-struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
+/// SIGINT, SIGTERM and SIGHUP, as they come. Listening replaces their
+/// default action (ending the process) from the moment it is created.
+pub(super) struct StopSignals(Vec<(i32, tokio::signal::unix::Signal)>);
 
 impl StopSignals {
-    fn new() -> StopSignals {
+    /// Listen from now on (inside a runtime).
+    pub(super) fn new() -> StopSignals {
         use tokio::signal::unix::{SignalKind, signal};
         let kinds = [
             (libc::SIGINT, SignalKind::interrupt()),
@@ -185,9 +191,14 @@ async fn select_all<F: std::future::Future<Output = i32> + Unpin>(
 }
 
 /// First Ctrl-C (or SIGTERM, SIGHUP): stop sending, give requests in
-/// flight `grace`, then cancel them. A second one: cancel at once.
-pub(super) async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
-    let mut signals = StopSignals::new();
+/// flight `grace`, then cancel them. A second one: cancel at once, and
+/// read no more input (an input file is read on to its end until then).
+pub(super) async fn on_ctrl_c(
+    mut signals: StopSignals,
+    shared: &Shared,
+    grace: Duration,
+    quiet: bool,
+) {
     let sig = signals.recv().await;
     shared.stopped_by.store(sig, Ordering::SeqCst);
     shared.stop();
@@ -199,9 +210,13 @@ pub(super) async fn on_ctrl_c(shared: &Shared, grace: Duration, quiet: bool) {
             ))
         });
     }
-    tokio::select! {
-        () = tokio::time::sleep(grace) => {}
-        _ = signals.recv() => {}
-    }
+    let second = tokio::select! {
+        () = tokio::time::sleep(grace) => false,
+        _ = signals.recv() => true,
+    };
     let _ = shared.cancel.send(true);
+    if !second {
+        signals.recv().await;
+    }
+    let _ = shared.second_signal.send(true);
 }

@@ -264,6 +264,7 @@ fn seeds() -> Vec<&'static str> {
         include_str!("../data/fuzz/sweep_same_ts.jsonl"),
         include_str!("../data/fuzz/sweep_t12_head.jsonl"),
         include_str!("../data/fuzz/replay_4.jsonl"),
+        include_str!("../data/fuzz/slice_from_lone_epoch.jsonl"),
     ];
     files
         .iter()
@@ -384,6 +385,26 @@ fn refused(what: &str, run: &Run, trace: &str, check: &Run) -> String {
         run.stdout_str(),
         check.stderr
     )
+}
+
+#[test]
+fn a_slice_keeping_one_large_timestamp_validates_strictly() {
+    // The one record left, 4294967296 ms (49 days) in, is no evidence of
+    // epoch seconds: trace-validate --strict accepts it, as it accepted
+    // the trace it came from.
+    let dir = TestDir::new("fuzz-lone-epoch");
+    dir.copy_data("t.jsonl", "fuzz/slice_from_lone_epoch.jsonl");
+    dir.run("trace-validate", &["--strict", "t.jsonl"]).ok();
+    let run = dir.run("trace-slice", &["--from", "5ms", "t.jsonl"]);
+    run.ok();
+    assert_eq!(
+        run.lines(),
+        [
+            r#"{"id":"a","input_length":600,"output_length":3,"hash_ids":[40,111],"session_id":"s0","timestamp":4294967296}"#
+        ]
+    );
+    dir.write("out.jsonl", &run.stdout);
+    dir.run("trace-validate", &["--strict", "out.jsonl"]).ok();
 }
 
 /// trace-synth, slower (it loads the synthesizer): the same property.

@@ -357,3 +357,43 @@ fn a_skipped_first_turn_leaves_its_session_unstarted() {
     run.stderr_has("<stdin>:2: warning: field `timestamp`: missing")
         .stderr_has("<stdin>:3: warning: field `timestamp`: missing");
 }
+
+/// Several Mooncake inputs make one trace: timestamps on all records or
+/// none across them, an `after` id may name a record of an earlier input,
+/// and a `"delta"` turn may continue a session begun in one.
+#[test]
+fn mooncake_rules_across_records_span_the_inputs() {
+    let dir = TestDir::new("mooncake-inputs");
+    dir.write(
+        "a.jsonl",
+        "{\"timestamp\":0,\"input_length\":10,\"output_length\":2,\"id\":\"x\"}\n\
+         {\"timestamp\":100,\"input_length\":20,\"output_length\":2,\"session_id\":\"s\"}\n",
+    );
+    dir.write("b.jsonl", "{\"input_length\":30,\"output_length\":2}\n");
+    dir.write(
+        "c.jsonl",
+        "{\"timestamp\":50,\"input_length\":40,\"output_length\":2,\"after\":[\"x\"]}\n\
+         {\"timestamp\":200,\"input_length\":50,\"output_length\":2,\"session_id\":\"s\",\"message_mode\":\"delta\"}\n",
+    );
+    let run = dir.run(
+        "trace-convert",
+        &[
+            "--from",
+            "mooncake",
+            "--skip-invalid",
+            "a.jsonl",
+            "b.jsonl",
+            "c.jsonl",
+        ],
+    );
+    run.code(0);
+    run.stderr_has("b.jsonl:1: warning: field `timestamp`: missing");
+    run.lines_are(&[
+        "{\"timestamp\":0,\"input_length\":10,\"output_length\":2,\"id\":\"x\"}",
+        "{\"timestamp\":50,\"input_length\":40,\"output_length\":2,\"after\":[\"x\"]}",
+        "{\"timestamp\":100,\"input_length\":20,\"output_length\":2,\"session_id\":\"s\"}",
+        "{\"timestamp\":200,\"input_length\":50,\"output_length\":2,\"session_id\":\"s\",\"message_mode\":\"delta\"}",
+    ]);
+    dir.write("out.jsonl", &run.stdout);
+    dir.run("trace-validate", &["--strict", "out.jsonl"]).ok();
+}
