@@ -28,6 +28,7 @@ mod real_server;
 mod real_traces;
 mod replay;
 mod rescale;
+mod run_settings;
 mod server_metrics;
 mod servers;
 mod signals;
