@@ -509,26 +509,25 @@ fn every_man_page_example_runs_as_printed() {
             .map(|e| e.unwrap().path())
             .collect();
     pages.sort();
-    let (mut total, mut ran, mut failed, mut skipped) = (0, 0, Vec::new(), Vec::new());
-    for page in &pages {
-        let text = std::fs::read_to_string(page).unwrap();
-        let name = page.file_name().unwrap().to_string_lossy().into_owned();
-        for cmd in examples(&text) {
-            total += 1;
-            let result = match plan(&cmd, &dir.path, &sim.url) {
-                Plan::Skip(why) => {
-                    skipped.push(format!("{name}: {cmd}  ({why})"));
-                    continue;
-                }
-                Plan::Serve(args) => serve_and_stop(&args),
-                Plan::Run(line) => run(&line, &dir.path, &path),
-            };
-            ran += 1;
-            if let Err(why) = result {
-                failed.push(format!("{name}: {cmd}\n  {why}"));
-            }
-        }
-    }
+    // The pages at once, each in a copy of the sandbox (a page's examples
+    // in order, in one folder): the replays mostly wait.
+    let outcomes: Vec<Page> = std::thread::scope(|scope| {
+        let runs: Vec<_> = pages
+            .iter()
+            .map(|page| {
+                let name = page.file_name().unwrap().to_string_lossy().into_owned();
+                let copy = TestDir::new(&format!("man-examples-{name}"));
+                copy_dir(&dir.path, &copy.path);
+                let (path, url) = (&path, &sim.url);
+                scope.spawn(move || run_page(page, &name, &copy.path, url, path))
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let total: usize = outcomes.iter().map(|p| p.total).sum();
+    let ran: usize = outcomes.iter().map(|p| p.ran).sum();
+    let failed: Vec<String> = outcomes.iter().flat_map(|p| p.failed.clone()).collect();
+    let skipped: Vec<String> = outcomes.iter().flat_map(|p| p.skipped.clone()).collect();
     println!(
         "{ran} of {total} examples ran in {:.0?}; not run:\n{}",
         started.elapsed(),
@@ -552,6 +551,59 @@ fn every_man_page_example_runs_as_printed() {
         skipped.join("\n")
     );
     assert!(total >= 60, "only {total} examples read");
+}
+
+/// What became of a page's examples.
+struct Page {
+    total: usize,
+    ran: usize,
+    failed: Vec<String>,
+    skipped: Vec<String>,
+}
+
+/// The examples of the man page `page`, in order, in `dir`.
+fn run_page(page: &Path, name: &str, dir: &Path, url: &str, path: &str) -> Page {
+    let text = std::fs::read_to_string(page).unwrap();
+    let mut out = Page {
+        total: 0,
+        ran: 0,
+        failed: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for cmd in examples(&text) {
+        out.total += 1;
+        let result = match plan(&cmd, dir, url) {
+            Plan::Skip(why) => {
+                out.skipped.push(format!("{name}: {cmd}  ({why})"));
+                continue;
+            }
+            Plan::Serve(args) => serve_and_stop(&args),
+            Plan::Run(line) => run(&line, dir, path),
+        };
+        out.ran += 1;
+        if let Err(why) = result {
+            out.failed.push(format!("{name}: {cmd}\n  {why}"));
+        }
+    }
+    out
+}
+
+/// A copy of the folder `from` as `to` (which exists), symbolic links as
+/// links.
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), dst).unwrap();
+        } else if kind.is_dir() {
+            std::fs::create_dir(&dst).unwrap();
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, dst).unwrap();
+        }
+    }
 }
 
 /// Run `line` with bash (pipefail) in `dir`, a minute at most: an
