@@ -15,7 +15,7 @@
 //!   gets `--port 0`; the test checks it answers `GET /v1/models`, then
 //!   stops it;
 //! - the runs meant to last minutes are shortened (see [`SHORTER`]);
-//! - `--start-at` (a fixed instant, past by now) becomes 4 s from now.
+//! - `--start-at` (a fixed instant, past by now) becomes 10 s from now.
 //!
 //! An example that needs what the test cannot give (a database) is named
 //! as not run, with the reason; `jq` and `curl` are used where installed.
@@ -181,13 +181,13 @@ fn shorter(cmd: &str) -> String {
     words.join(" ")
 }
 
-/// `--start-at TIME` as 4 s from when the command starts (time for the
+/// `--start-at TIME` as 10 s from when the command starts (time for the
 /// replay to start and read ahead on a busy machine).
 fn start_soon(cmd: &str) -> String {
     let mut words: Vec<String> = cmd.split(' ').map(str::to_string).collect();
     for i in 1..words.len() {
         if words[i - 1] == "--start-at" {
-            words[i] = "$(date -u -d @$(($(date +%s) + 4)) +%Y-%m-%dT%H:%M:%SZ)".into();
+            words[i] = "$(date -u -d @$(($(date +%s) + 10)) +%Y-%m-%dT%H:%M:%SZ)".into();
         }
     }
     words.join(" ")
