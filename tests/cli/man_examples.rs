@@ -4,7 +4,8 @@
 //! `traces/`, ...) is bundled data or made from it by the real binaries,
 //! with the built binaries first on PATH. The examples of a page run in
 //! order, so a file one writes (`server.json`, `run.otlp.json`) is there
-//! for the next.
+//! for the next; the pages run at once, each in its own copy of that
+//! directory (about a minute in all on a busy 2-core machine).
 //!
 //! What the test changes, and only that:
 //! - every `http://HOST:PORT` (`127.0.0.1:8000`, `gpu-1:8000`, `lb:8000`)
