@@ -104,6 +104,18 @@ impl RunInfo {
     }
 }
 
+/// Where the settings of the results `input` would be, for a report that
+/// found none there: the sidecar's name, or `None` when `input` is
+/// standard input from a pipe (no file, so no sidecar could be).
+pub fn expected_sidecar(input: &str) -> Option<String> {
+    let results = if input == "-" {
+        std_file(0)?
+    } else {
+        PathBuf::from(input)
+    };
+    Some(sidecar(&results).display().to_string())
+}
+
 /// The sidecar's path for a results file.
 pub fn sidecar(results: &Path) -> PathBuf {
     let mut name = results.as_os_str().to_owned();

@@ -331,7 +331,7 @@ fn to_text(
         }
     }
     for c in columns {
-        out.push_str(&super::runs::text(&c.settings, style));
+        out.push_str(&super::runs::text(&c.files, &c.settings, style));
     }
     out.push('\n');
     let mut header = vec!["figure".to_string(), columns[0].name.clone()];

@@ -426,7 +426,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         let mut summary = String::new();
         if plot::is_html(path) {
             summary = text_report(args, &reports, &report_opts, Style::Markdown);
-            summary = runs::after_heading(summary, &settings, Style::Markdown);
+            summary = runs::after_heading(summary, &args.input.files, &settings, Style::Markdown);
             if let Some(server) = &overall_report.server {
                 summary.push_str(&server::to_text(server, true));
             }
@@ -445,7 +445,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             Format::Markdown => Style::Markdown,
             _ => Style::Plain,
         };
-        text = runs::after_heading(text, &settings, style);
+        text = runs::after_heading(text, &args.input.files, &settings, style);
     }
     if let (Some(server), Format::Table | Format::Markdown) = (&overall_report.server, args.format)
     {

@@ -11,20 +11,61 @@ use crate::run_info::RunInfo;
 /// The settings kept beside each input (standard input when none is
 /// named), with the input's name, where there are any.
 pub fn of_inputs(files: &[String]) -> Vec<(String, RunInfo)> {
-    let stdin = ["-".to_string()];
-    let files = if files.is_empty() { &stdin[..] } else { files };
-    files
+    inputs(files)
         .iter()
         .filter_map(|f| RunInfo::read_beside(f).map(|r| (f.clone(), r)))
         .collect()
 }
 
-/// The report's lines on the runs: one per run, the command, then where
-/// it went and when.
-pub fn text(runs: &[(String, RunInfo)], style: Style) -> String {
+/// The inputs named, `-` (standard input) when none is.
+fn inputs(files: &[String]) -> Vec<String> {
+    if files.is_empty() {
+        vec!["-".to_string()]
+    } else {
+        files.to_vec()
+    }
+}
+
+/// The report's lines on the runs of `files`: each run's settings (see
+/// `settings_text`), and for each input with none beside it, that they
+/// were not recorded, why and how to keep them: a report that shows
+/// nothing would look like a run that had no settings. Results through a
+/// pipe have none (trace-replay cannot know where a pipe ends, as with
+/// `| tee FILE`); `-o FILE` or `> FILE` keeps them. Each line names its
+/// input when there are several.
+pub fn text(files: &[String], runs: &[(String, RunInfo)], style: Style) -> String {
+    let files = inputs(files);
+    let named = files.len() > 1 || runs.len() > 1;
+    let mut out = settings_text(runs, named, style);
+    for f in files.iter().filter(|f| RunInfo::read_beside(f).is_none()) {
+        let name = if named {
+            format!("settings ({f})")
+        } else {
+            "settings".to_string()
+        };
+        let why = match crate::run_info::expected_sidecar(f) {
+            None => "the results came through a pipe".to_string(),
+            Some(sidecar) => format!(
+                "no {sidecar} beside the results: they went through a pipe, as to tee, or another tool wrote them"
+            ),
+        };
+        let line = format!(
+            "{name}: not recorded ({why}; trace-replay -o FILE keeps them in FILE{})",
+            crate::run_info::SUFFIX
+        );
+        match style {
+            Style::Plain => out.push_str(&format!("{line}\n")),
+            Style::Markdown => out.push_str(&format!("_{line}_\n\n")),
+        }
+    }
+    out
+}
+
+/// One run's lines each: the command, then where it went and when.
+fn settings_text(runs: &[(String, RunInfo)], named: bool, style: Style) -> String {
     let mut out = String::new();
     for (file, r) in runs {
-        let name = if runs.len() > 1 {
+        let name = if named {
             format!("run ({file})")
         } else {
             "run".to_string()
@@ -78,8 +119,13 @@ pub fn page_rows(runs: &[(String, RunInfo)]) -> Vec<(String, String)> {
 
 /// `text` placed after the report's first paragraph (its heading line in
 /// a table, its first note in Markdown).
-pub fn after_heading(report: String, runs: &[(String, RunInfo)], style: Style) -> String {
-    let lines = text(runs, style);
+pub fn after_heading(
+    report: String,
+    files: &[String],
+    runs: &[(String, RunInfo)],
+    style: Style,
+) -> String {
+    let lines = text(files, runs, style);
     if lines.is_empty() {
         return report;
     }

@@ -34,6 +34,7 @@ mod replay;
 mod replay_answers;
 mod replay_sessions;
 mod rescale;
+mod run_settings;
 mod server_metrics;
 mod servers;
 mod signals;

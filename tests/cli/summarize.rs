@@ -482,9 +482,11 @@ fn table_for_people() {
     // Duration 0 → 2000 ms; 5 output and 10 prompt tokens. TPOT (40-10)/3.
     // Tokens per second: 4 at 0.01, 0.02, 0.04 s (second 0), 1 at 1.03 s.
     // Per request: 4 / 0.04 s = 100 and 1 / 1 s = 1: mean 50.5, std 49.5.
+    // Written by hand, not by trace-replay -o: no settings beside it.
     assert_text_eq(
         "\
 trace-summarize: 2 requests: 2 ok, 0 error, 0 timeout, 0 cancelled (HTTP 200: 2)
+settings: not recorded (no r.ndjson.run.json beside the results: they went through a pipe, as to tee, or another tool wrote them; trace-replay -o FILE keeps them in FILE.run.json)
 convention tracekit: TTFT at the first content chunk; TPOT = (E2E - TTFT) / (output tokens - 1); ITL = gaps between content chunks
 percentiles exact (nearest rank); warmup results excluded (0)
 
