@@ -124,10 +124,12 @@ pub struct Args {
 
     /// Later turns of sessions whose prompts are synthesized (from
     /// `input_length` and `hash_ids`) carry the answers the server really
-    /// gave: the previous turn's conversation, its answer, then synthesized
-    /// tokens for the rest of `input_length` (on completions: the previous
-    /// prompt, the answer's text, then the new text). Every endpoint that
-    /// generates; refused on embeddings.
+    /// gave: the conversation of the turn named first in `after` (else the
+    /// session's previous turn), its answer, then synthesized tokens for the
+    /// rest of `input_length` (on completions: the previous prompt, the
+    /// answer's text, then the new text); a turn shorter than that turn's
+    /// prompt starts a conversation of its own. Every endpoint that generates;
+    /// refused on embeddings.
     #[arg(long)]
     pub live_answers: bool,
 

@@ -184,9 +184,10 @@ pub enum Parent {
 }
 
 /// The conversations later turns may continue, by id and by session.
-/// A kept conversation, and its length in tokens (the prompt's, as the
-/// trace gives it, plus the answer's, as the server counted it).
-pub type Conversation = (Messages, u64);
+/// A kept conversation, its prompt's length in tokens (as the trace gives
+/// it), and its whole length (the prompt's plus the answer's, as the server
+/// counted it).
+pub type Conversation = (Messages, u64, u64);
 
 pub struct Kept {
     by_id: LruCache<String, Conversation>,

@@ -85,9 +85,12 @@ pub(super) struct Dispatcher<'a, C> {
     kept: Kept,
     /// Delta turns whose conversation was not kept.
     lost_parents: u64,
-    /// --live-answers turns whose `input_length` is shorter than their
-    /// session's history.
+    /// --live-answers turns whose `input_length` is shorter than the
+    /// history they continue (sent with it and no new tokens).
     short_turns: u64,
+    /// --live-answers turns shorter than even the prompt of the turn they
+    /// follow (sent as conversations of their own).
+    own_turns: u64,
     /// Start of the run (of the warmup, before it).
     origin: Instant,
     /// --abort-after.
@@ -112,8 +115,10 @@ pub(super) struct Dispatched {
     pub(super) late: u64,
     /// `after` ids that named no earlier record.
     pub(super) unknown_after: u64,
-    /// --live-answers turns shorter than their session's history.
+    /// --live-answers turns shorter than the history they continue.
     pub(super) short_turns: u64,
+    /// --live-answers turns that started conversations of their own.
+    pub(super) own_turns: u64,
     /// Why the run stopped early, when it did.
     pub(super) aborted: Option<String>,
     /// The reader closed its channel: every record was read.
@@ -154,6 +159,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             kept: Kept::default(),
             lost_parents: 0,
             short_turns: 0,
+            own_turns: 0,
             watch: FailWatch::new(plan.limits.abort_after),
             aborted: None,
             tasks: 0,
@@ -170,6 +176,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             late: self.late,
             unknown_after: self.unknown_after,
             short_turns: self.short_turns,
+            own_turns: self.own_turns,
             aborted: self.aborted,
             input_ended: self.input_ended,
         }
@@ -495,9 +502,12 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                     return;
                 }
                 // Kept before the turns waiting for it are released.
-                if let Some((c, tokens)) = conversation {
-                    self.kept
-                        .keep(id.as_deref(), session.as_deref(), (Arc::new(c), tokens));
+                if let Some((c, prompt, tokens)) = conversation {
+                    self.kept.keep(
+                        id.as_deref(),
+                        session.as_deref(),
+                        (Arc::new(c), prompt, tokens),
+                    );
                 }
                 let done = Completed {
                     key,
@@ -652,11 +662,10 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                         let answer = transcript.and_then(Transcript::message);
                         let messages =
                             conversation::continued(&req.body[start..end], answer.as_ref());
-                        let tokens = req
-                            .input_length
-                            .unwrap_or(0)
-                            .saturating_add(result.measure.completion_tokens.unwrap_or(0));
-                        Some((messages, tokens))
+                        let prompt = req.input_length.unwrap_or(0);
+                        let tokens =
+                            prompt.saturating_add(result.measure.completion_tokens.unwrap_or(0));
+                        Some((messages, prompt, tokens))
                     }
                     _ => None,
                 };
@@ -732,12 +741,21 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             return;
         };
         match self.kept.get(parent) {
-            Some((messages, history)) => {
+            Some((messages, prompt_before, history)) => {
+                let asked = req.input_length.unwrap_or(0);
                 let body = match req.synthesized.take() {
-                    // --live-answers: the history, then the prompt's words
-                    // past it.
+                    // --live-answers: a turn shorter than even the prompt
+                    // of the turn it follows cannot hold it (a subagent's
+                    // first call, a compacted context): it starts a
+                    // conversation of its own, as recorded.
+                    Some(_) if asked < prompt_before => {
+                        self.own_turns += 1;
+                        return;
+                    }
+                    // The history, then the prompt's words past it (none
+                    // for a turn shorter than the history: an answer the
+                    // agent did not keep whole, such as its thinking).
                     Some(prompt) => {
-                        let asked = req.input_length.unwrap_or(0);
                         if asked < history {
                             self.short_turns += 1;
                         }

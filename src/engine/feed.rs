@@ -327,10 +327,15 @@ impl<'a, R: Records> Feed<'a, R> {
                         *n += 1;
                         p.turn = Some(*n);
                         // --live-answers: a later turn continues the
-                        // session's conversation once its previous turn
-                        // is done; a first turn goes as it is.
+                        // conversation of the call it names first in
+                        // `after` (its conversation parent: a subagent's
+                        // calls continue the subagent's), else its
+                        // session's previous turn, once that is done; a
+                        // first turn goes as it is.
                         if p.synthesized.is_some() && p.parent.is_none() {
-                            if *n > 1 {
+                            if let Some(id) = p.after.first() {
+                                p.parent = Some(Parent::Id(id.clone()));
+                            } else if *n > 1 {
                                 p.parent = Some(Parent::Session(s.clone()));
                                 if p.after.is_empty() && p.delay.is_none() {
                                     p.delay = Some(0.0);

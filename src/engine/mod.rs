@@ -310,15 +310,24 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         late,
         unknown_after,
         short_turns,
+        own_turns,
         aborted,
         input_ended,
     } = dispatcher.end();
     if short_turns > 0 {
         cli::warn(format!(
             "--live-answers: {short_turns} later turn{} asked for fewer prompt tokens than \
-             their session's history (previous prompt + the answer given): they were sent \
-             with the history and no new tokens",
+             the conversation they continue (its prompt + the answer given): they were sent \
+             with that conversation and no new tokens",
             crate::text::plural(short_turns)
+        ));
+    }
+    if own_turns > 0 {
+        cli::warn(format!(
+            "--live-answers: {own_turns} later turn{} asked for fewer prompt tokens than \
+             even the prompt of the turn they follow: each was sent as a conversation of its \
+             own, of its recorded length (a subagent's first call, a compacted context)",
+            crate::text::plural(own_turns)
         ));
     }
     let internal = shared.internal.get().cloned();

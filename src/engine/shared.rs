@@ -41,9 +41,9 @@ pub(super) enum Control {
         key: u64,
         id: Option<String>,
         session: Option<String>,
-        /// Its conversation, for the turns that may continue it, and the
-        /// conversation's length in tokens.
-        conversation: Option<(Vec<u8>, u64)>,
+        /// Its conversation, for the turns that may continue it, and its
+        /// prompt's and whole length in tokens.
+        conversation: Option<(Vec<u8>, u64, u64)>,
         at: Instant,
         lag_ms: f64,
         warmup: bool,

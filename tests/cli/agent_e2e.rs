@@ -36,6 +36,11 @@ fn sum(results: &[Value], field: &str) -> u64 {
 /// Replay the session against a fresh trace-sim (instant answers: no
 /// prefill or token time, so the run takes the trace's own think time).
 fn replay(session: &str, flags: &[&str]) -> Vec<Value> {
+    replay_with_stderr(session, flags).0
+}
+
+/// [`replay`], and what the replay wrote to standard error.
+fn replay_with_stderr(session: &str, flags: &[&str]) -> (Vec<Value>, String) {
     let sim = Sim::start(&["--itl-ms", "0", "--prefill-us", "0"]);
     let run = Cmd::new("trace-replay")
         .args(["--quiet", "--url", sim.url.as_str()])
@@ -48,7 +53,7 @@ fn replay(session: &str, flags: &[&str]) -> Vec<Value> {
         assert_eq!(r["status"], json!("ok"), "{flags:?}: {r}");
         assert_eq!(r["session_id"], json!("trace_0291"), "{r}");
     }
-    results
+    (results, run.stderr.clone())
 }
 
 /// Calls in the slice: the parent's three, agent_001's five, agent_002's
@@ -131,18 +136,38 @@ fn r_input(records: &[Value], id: &str) -> Value {
 }
 
 #[test]
-fn with_live_answers_every_later_call_carries_and_finds_the_conversation() {
-    // Every later call of the session continues the conversation of a
-    // call before it (the first is the parent's first call, of 91853
-    // tokens), that call's prompt and the answer trace-sim really gave
-    // (its `output_length` tokens: the simulated model never stops
-    // early), then the words of its own prompt past them. trace-sim holds
-    // the blocks of both, so each later call finds at least the first
-    // call's 91853 + 795 = 92648 tokens: floor(92648 / 512) = 180 whole
-    // blocks, 92160 tokens, and more as the conversation grows.
+fn with_live_answers_each_agent_continues_its_own_conversation() {
+    // A later call continues the call it names first in `after`, its
+    // conversation parent: that call's prompt, the answer trace-sim really
+    // gave (its `output_length` tokens: the simulated model never stops
+    // early), then the words of its own prompt past them. So a continuing
+    // call finds its parent's prompt and answer cached to their last whole
+    // block. The subagents' first calls (11353 and 11341 tokens) are
+    // shorter than the prompt of the parent call they follow (91853): they
+    // start conversations of their own, as a subagent does. The parent's
+    // third call (100198) is shorter than the second's prompt and answer
+    // (97317 + 3035 = 100352) but not than its prompt: it is sent with
+    // that conversation and no new tokens, 100352 tokens. Every other
+    // prompt is as long as recorded.
     let session = session();
+    let records: Vec<Value> = session
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     for endpoint in ["chat", "messages", "responses"] {
-        let results = replay(&session, &["--endpoint", endpoint, "--live-answers"]);
+        let (results, stderr) =
+            replay_with_stderr(&session, &["--endpoint", endpoint, "--live-answers"]);
+        assert!(
+            stderr.contains(
+                "--live-answers: 1 later turn asked for fewer prompt tokens than the conversation"
+            ),
+            "{endpoint}: {stderr}"
+        );
+        assert!(
+            stderr
+                .contains("--live-answers: 2 later turns asked for fewer prompt tokens than even"),
+            "{endpoint}: {stderr}"
+        );
         let first = &results[0];
         assert_eq!(
             (
@@ -153,28 +178,39 @@ fn with_live_answers_every_later_call_carries_and_finds_the_conversation() {
             (&json!(91853), &json!(0), &json!(795)),
             "{endpoint}"
         );
-        for r in &results[1..] {
-            assert!(
-                r["prompt_tokens"].as_u64().unwrap() >= 92648,
+        let by_id = |id: &Value| {
+            results
+                .iter()
+                .find(|r| &r["id"] == id)
+                .unwrap_or_else(|| panic!("{id}"))
+        };
+        let mut continued = 0;
+        for (r, rec) in results.iter().zip(&records) {
+            let sent = match rec["id"].as_str() {
+                Some("trace_0291:2") => json!(100352),
+                _ => rec["input_length"].clone(),
+            };
+            assert_eq!(r["prompt_tokens"], sent, "{endpoint}: {r}");
+            assert_eq!(
+                r["completion_tokens"], rec["output_length"],
                 "{endpoint}: {r}"
             );
-            assert!(
-                r["cached_tokens"].as_u64().unwrap() >= 92160,
-                "{endpoint}: {r}"
-            );
-            // Each later prompt begins with a whole earlier conversation
-            // (prompt and answer), found cached to its last whole block.
-            let p = r["prompt_tokens"].as_u64().unwrap();
-            let c = r["cached_tokens"].as_u64().unwrap();
-            assert!(
-                results.iter().any(|k| {
-                    let h = k["prompt_tokens"].as_u64().unwrap()
-                        + k["completion_tokens"].as_u64().unwrap();
-                    k["index"] != r["index"] && h <= p && c >= h / 512 * 512
-                }),
-                "{endpoint}: {r}"
-            );
+            let Some(parent) = rec["after"].get(0) else {
+                continue;
+            };
+            let p = by_id(parent);
+            let history =
+                p["prompt_tokens"].as_u64().unwrap() + p["completion_tokens"].as_u64().unwrap();
+            if p["prompt_tokens"].as_u64().unwrap() <= rec["input_length"].as_u64().unwrap() {
+                continued += 1;
+                assert!(
+                    r["cached_tokens"].as_u64().unwrap() >= history / 512 * 512,
+                    "{endpoint}: {r} after {p}"
+                );
+            }
         }
+        // Every later call but the two subagents' first ones.
+        assert_eq!(continued, CALLS - 3, "{endpoint}");
     }
 }
 
