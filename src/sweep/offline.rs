@@ -72,6 +72,13 @@ impl Twin {
         speed: f64,
         mut sink: impl Sink,
     ) -> Result<Outcome> {
+        // The run's settings beside its results, as a replay's: no URL,
+        // the twin for an endpoint (the command line names the profile).
+        sink.settings(&crate::run_info::RunInfo::now(
+            None,
+            "offline",
+            args.model.as_deref(),
+        ));
         let mut take = |r: &crate::result::ResultRecord| sink.take(r);
         let outcome = offline::run(
             &mut records,

@@ -327,6 +327,24 @@ fn a_sweep_offline_finds_the_speed_one_slot_allows() {
         })
         .collect();
     assert_eq!(ttfts, vec![10.0, 12.0, 14.0, 16.0, 18.0, 20.0]);
+    // Its settings beside it, as a replay's: the twin, no URL.
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("runs/speed-12.5.ndjson.run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(settings["tool"], "trace-sweep");
+    assert_eq!(settings["endpoint"], "offline");
+    assert!(
+        settings.get("url").is_none_or(serde_json::Value::is_null),
+        "{settings}"
+    );
+    assert!(
+        settings["command"]
+            .as_str()
+            .unwrap()
+            .contains("--offline --profile"),
+        "{settings}"
+    );
 }
 
 #[test]
