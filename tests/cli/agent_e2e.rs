@@ -26,6 +26,14 @@ fn session() -> String {
     fast.stdout_str()
 }
 
+/// The session's records, parsed.
+fn records(session: &str) -> Vec<Value> {
+    session
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn sum(results: &[Value], field: &str) -> u64 {
     results
         .iter()
@@ -97,10 +105,7 @@ const PROMPT_TOKENS: u64 = 967_165;
 #[test]
 fn a_coding_session_replayed_finds_its_growing_context_cached() {
     let session = session();
-    let records: Vec<Value> = session
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = records(&session);
     let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, FOUND.map(|(id, _)| id));
     assert_eq!(sum(&records, "input_length"), PROMPT_TOKENS);
@@ -150,10 +155,7 @@ fn with_live_answers_each_agent_continues_its_own_conversation() {
     // that conversation and no new tokens, 100352 tokens. Every other
     // prompt is as long as recorded.
     let session = session();
-    let records: Vec<Value> = session
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = records(&session);
     for endpoint in ["chat", "messages", "responses"] {
         let (results, stderr) =
             replay_with_stderr(&session, &["--endpoint", endpoint, "--live-answers"]);
