@@ -7,7 +7,8 @@
 //! Each step serves every running request's next token and a budget of
 //! prefill tokens (chunked prefill, first come first served), and takes
 //! α + β·(prefill tokens) + γ·(decoding requests) + δ·(context tokens
-//! attended) + ε·(requests prefilling). At most `slots` requests run;
+//! attended) + ε·(requests prefilling) + ζ·(tokens each prefill token
+//! attends to: attention over a prompt grows with its square). At most `slots` requests run;
 //! the others wait, first come first served, and are admitted at a step's
 //! start. A request's prefix is looked up in the block cache when it is
 //! admitted. The step that finishes a request's prefill gives its first
@@ -83,6 +84,15 @@ pub struct Step {
     pub decoding: u64,
     /// Context tokens the decoding requests attend to.
     pub context: u64,
+    /// Tokens before each prefill token, summed: what the prefill's
+    /// attention reads ([`attended`]).
+    pub prefill_attended: u64,
+}
+
+/// The tokens before each of `n` prompt tokens from position `from`,
+/// summed: n·from + n(n−1)/2. A chunk's attention reads that many.
+pub fn attended(from: u64, n: u64) -> u64 {
+    n * from + n * n.saturating_sub(1) / 2
 }
 
 /// The engine's state.
@@ -210,6 +220,7 @@ impl Batch {
             prefilling: 0,
             decoding: 0,
             context: 0,
+            prefill_attended: 0,
         };
         for r in &self.running {
             if r.prefill_left > 0 {
@@ -218,6 +229,7 @@ impl Batch {
                 if share > 0 {
                     step.prefilling += 1;
                     step.prefill_tokens += share;
+                    step.prefill_attended += attended(r.prompt - r.prefill_left, share);
                 }
                 self.shares.push(share);
             } else {
@@ -455,6 +467,27 @@ mod tests {
             run(&mut b, 100.0),
             vec![(0, 22.0, 1, false), (0, 34.001, 2, true)]
         );
+    }
+
+    #[test]
+    fn a_prefill_reads_every_token_before_it() {
+        assert_eq!(attended(0, 1), 0);
+        assert_eq!(attended(0, 1000), 499_500);
+        // 100 tokens after a cached 200: 100 × 200 + 100 × 99 / 2.
+        assert_eq!(attended(200, 100), 24_950);
+        let mut b = Batch::new(Profile {
+            zeta_ms: 0.00001,
+            ..profile()
+        });
+        b.arrive(0.0, job(0, 2500, 1));
+        // Chunks of 1000 from 0, 1000 and 2000 read 499,500, 1,499,500 and
+        // 500 × 2000 + 124,750 = 1,124,750 tokens, in all 2500 × 2499 / 2:
+        // 10 + 10 + 4.995 = 24.995, 10 + 10 + 14.995 = 34.995 and
+        // 10 + 5 + 11.2475 = 26.2475, the first token at 86.2375.
+        let mut out = Vec::new();
+        b.advance(1000.0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!((out[0].at - 86.2375).abs() < 1e-9, "{}", out[0].at);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! ```json
 //! {"tracekit_profile": 1, "alpha_ms": 4.95, "beta_ms": 0.02, "gamma_ms": 0.05,
-//!  "delta_ms": 0, "epsilon_ms": 15.05, "slots": 4, "prefill_chunk": 2048,
-//!  "cache_blocks": 10000, "block_size": 512, "fitted_from": {...}, "quality": {...}}
+//!  "delta_ms": 0, "epsilon_ms": 15.05, "zeta_ms": 0.00001, "slots": 4,
+//!  "prefill_chunk": 2048, "cache_blocks": 10000, "block_size": 512,
+//!  "fitted_from": {...}, "quality": {...}}
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,11 @@ pub struct Profile {
     pub delta_ms: f64,
     /// ε: ms per request whose prompt is prefilled in the step.
     pub epsilon_ms: f64,
+    /// ζ: ms per prefill token per token before it (the prefill's
+    /// attention, which grows with the prompt's square). Absent: 0, as
+    /// profiles written before it were.
+    #[serde(default)]
+    pub zeta_ms: f64,
     /// Requests running at most; the others wait. 0: no limit.
     pub slots: usize,
     /// Prompt tokens prefilled per step at most (chunked prefill).
@@ -118,6 +124,7 @@ impl Profile {
             gamma_ms: 0.0,
             delta_ms: 0.0,
             epsilon_ms: 0.0,
+            zeta_ms: 0.0,
             slots: 0,
             prefill_chunk: 2048,
             cache_blocks: 10_000,
@@ -161,6 +168,7 @@ impl Profile {
             + self.gamma_ms * s.decoding as f64
             + self.delta_ms * s.context as f64
             + self.epsilon_ms * s.prefilling as f64
+            + self.zeta_ms * s.prefill_attended as f64
     }
 
     /// The profile of trace-sim's per-request flags: a request alone takes
@@ -230,6 +238,7 @@ impl Profile {
             ("gamma_ms", p.gamma_ms),
             ("delta_ms", p.delta_ms),
             ("epsilon_ms", p.epsilon_ms),
+            ("zeta_ms", p.zeta_ms),
         ] {
             if !(0.0..=MAX_TERM_MS).contains(&v) {
                 return Err(bad(
@@ -245,6 +254,7 @@ impl Profile {
             prefilling: 1,
             decoding: 0,
             context: 0,
+            prefill_attended: 0,
         }) <= 0.0
             && p.gamma_ms + p.alpha_ms <= 0.0
         {
@@ -315,6 +325,7 @@ mod tests {
             prefilling,
             decoding,
             context: 0,
+            prefill_attended: 0,
         }
     }
 
@@ -359,7 +370,7 @@ mod tests {
         let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
         assert_eq!(
             e,
-            "p.json:8:13: error: field `slots`: invalid value: integer `-2`, expected usize"
+            "p.json:9:13: error: field `slots`: invalid value: integer `-2`, expected usize"
         );
         let e = Profile::parse("{\"tracekit_profile\": 1, \"alpha\": 1}", "p.json")
             .unwrap_err()
@@ -372,7 +383,7 @@ mod tests {
         let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
         assert_eq!(
             e,
-            "p.json:11: error: field `block_size`: 0 is not from 1 to 16777216"
+            "p.json:12: error: field `block_size`: 0 is not from 1 to 16777216"
         );
     }
 }

@@ -8,7 +8,9 @@
 //! one step's time, and a request's first token comes one step after its
 //! send or the step before, whichever is later. The step times are fitted
 //! to α + β·(prefill tokens) + γ·(decoding requests) + δ·(context
-//! tokens) + ε·(requests prefilling) by robust regression
+//! tokens) + ε·(requests prefilling) + ζ·(tokens before each prefill
+//! token: the prompt's uncached part read against all before it, as if in
+//! one chunk) by robust regression
 //! ([`super::regress`]), α then taking the mean residual.
 
 use std::fmt::Write as _;
@@ -17,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::io::{self, Lines};
 use crate::result::{ResultView, Status};
 use crate::server_metrics::RunFigures;
+use crate::simulator::batch::attended;
 use crate::simulator::profile::{Profile, Quality, Source};
 use crate::text::plural;
 
@@ -27,7 +30,14 @@ pub const MIN_REQUESTS: usize = 10;
 pub const MIN_STEPS: usize = 50;
 
 /// The terms, in the regression's column order.
-const TERMS: [&str; 5] = ["alpha_ms", "beta_ms", "gamma_ms", "delta_ms", "epsilon_ms"];
+const TERMS: [&str; 6] = [
+    "alpha_ms",
+    "beta_ms",
+    "gamma_ms",
+    "delta_ms",
+    "epsilon_ms",
+    "zeta_ms",
+];
 
 /// One request as the results show it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,8 +55,8 @@ pub struct Seen {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     /// 1, prefill tokens, decoding requests, context tokens, requests
-    /// prefilling: the regression's row.
-    pub row: [f64; 5],
+    /// prefilling, tokens before each prefill token: the regression's row.
+    pub row: [f64; 6],
     pub ms: f64,
     /// Whether it gave the request its first token.
     pub first: bool,
@@ -142,12 +152,15 @@ pub fn observe(seen: &[Seen]) -> Vec<Observed> {
     let step = |t: f64| {
         let lo = times.partition_point(|x| *x < t - tol);
         let hi = times.partition_point(|x| *x <= t + tol);
-        let mut row = [1.0, 0.0, 0.0, 0.0, 0.0];
+        let mut row = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         for &(_, r, j) in &all[lo..hi] {
             let s = &seen[r];
             if j == 0 {
-                row[1] += (s.prompt - s.cached).max(1) as f64;
+                // At least the last prompt token is computed.
+                let from = s.cached.min(s.prompt.saturating_sub(1));
+                row[1] += (s.prompt - from).max(1) as f64;
                 row[4] += 1.0;
+                row[5] += attended(from, s.prompt - from) as f64;
             } else {
                 row[2] += 1.0;
                 row[3] += (s.prompt + j as u64) as f64;
@@ -254,7 +267,7 @@ pub fn fit(
     }
     let mut unknown = Vec::new();
     let (max_running, waited) = slots_seen(seen);
-    let mut terms = [true; 5];
+    let mut terms = [true; 6];
     if max_running <= 1 {
         terms[2] = false;
         unknown.push(
@@ -283,6 +296,7 @@ pub fn fit(
         gamma_ms: c[2],
         delta_ms: c[3],
         epsilon_ms: c[4],
+        zeta_ms: c[5],
         fitted_from: None,
         quality: None,
         ..base.clone()
@@ -389,6 +403,11 @@ pub fn fit(
         "  epsilon_ms  {:>12.6}  per request prefilling",
         profile.epsilon_ms
     );
+    let _ = writeln!(
+        report,
+        "  zeta_ms     {:>12.9}  per prefill token per token before it",
+        profile.zeta_ms
+    );
     let _ = writeln!(report, "  slots       {slots_note}");
     for (name, q) in [
         ("decode steps", &profile.step_spread),
@@ -461,12 +480,13 @@ fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
         .collect()
 }
 
-fn predict(p: &Profile, row: &[f64; 5]) -> f64 {
+fn predict(p: &Profile, row: &[f64; 6]) -> f64 {
     p.alpha_ms * row[0]
         + p.beta_ms * row[1]
         + p.gamma_ms * row[2]
         + p.delta_ms * row[3]
         + p.epsilon_ms * row[4]
+        + p.zeta_ms * row[5]
 }
 
 fn round3(x: f64) -> f64 {
@@ -495,19 +515,21 @@ mod tests {
             seen(5.0, 300, &[26.0, 38.0]),
         ];
         let o = observe(&s);
-        let rows: Vec<([f64; 5], f64, bool)> = o.iter().map(|o| (o.row, o.ms, o.first)).collect();
+        let rows: Vec<([f64; 6], f64, bool)> = o.iter().map(|o| (o.row, o.ms, o.first)).collect();
+        // A prompt of n tokens read whole: n(n − 1)/2 tokens before its
+        // tokens, 19,900 for 200 and 44,850 for 300.
         assert_eq!(
             rows,
             vec![
                 // 0's prefill, alone: 0 → 12.
-                ([1.0, 200.0, 0.0, 0.0, 1.0], 12.0, true),
+                ([1.0, 200.0, 0.0, 0.0, 1.0, 19_900.0], 12.0, true),
                 // 0 decodes (context 201) while 1 prefills 300: 12 → 26.
-                ([1.0, 300.0, 1.0, 201.0, 1.0], 14.0, false),
+                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0], 14.0, false),
                 // Both decode: contexts 202 and 301: 26 → 38.
-                ([1.0, 0.0, 2.0, 503.0, 0.0], 12.0, false),
+                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0], 12.0, false),
                 // 1's first token: the step began at 12, after its send.
-                ([1.0, 300.0, 1.0, 201.0, 1.0], 14.0, true),
-                ([1.0, 0.0, 2.0, 503.0, 0.0], 12.0, false),
+                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0], 14.0, true),
+                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0], 12.0, false),
             ]
         );
     }

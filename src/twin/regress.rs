@@ -3,7 +3,7 @@
 //! coefficient comes out negative (or that the data cannot tell from the
 //! others) left out and the rest fitted again.
 //!
-//! Five unknowns at most: the normal equations are solved by Gaussian
+//! Six unknowns at most: the normal equations are solved by Gaussian
 //! elimination here rather than with a linear-algebra crate, which would
 //! bring far more than these forty lines.
 

@@ -180,7 +180,7 @@ fn offline_then_fit(dir: &TestDir, profile: &str, trace: &str) -> Run {
 fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
     let dir = TestDir::new("twin-fit");
     let known = r#"{"tracekit_profile": 1, "alpha_ms": 8.0, "beta_ms": 0.02,
-        "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "slots": 4,
+        "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "zeta_ms": 0.00002, "slots": 4,
         "prefill_chunk": 100000, "cache_blocks": 0, "block_size": 512}"#;
     let fit = offline_then_fit(&dir, known, &trace(400));
     fit.code(0);
@@ -191,6 +191,7 @@ fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
         ("gamma_ms", 1.5),
         ("delta_ms", 0.0005),
         ("epsilon_ms", 3.0),
+        ("zeta_ms", 0.00002),
     ] {
         let got = p[key].as_f64().unwrap();
         assert!(
