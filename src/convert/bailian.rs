@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, block_ids, count, number};
+use super::fields::{Object, block_ids, count, number, required};
 use super::{Ctx, Head, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
 use crate::time;
@@ -115,8 +115,7 @@ fn record(
 ) -> std::result::Result<Request, FieldError> {
     let chat = chat_id(obj, "chat_id")?;
     let parent = chat_id(obj, "parent_chat_id")?;
-    let secs =
-        number(obj, "timestamp")?.ok_or_else(|| FieldError::new("timestamp", "is missing"))?;
+    let secs = required(number(obj, "timestamp")?, "timestamp")?;
     if secs < 0.0 {
         return Err(FieldError::new(
             "timestamp",
@@ -125,10 +124,8 @@ fn record(
     }
     let start = time::seconds_to_ns(secs)
         .ok_or_else(|| FieldError::new("timestamp", format!("{secs} is out of range")))?;
-    let input =
-        count(obj, "input_length")?.ok_or_else(|| FieldError::new("input_length", "is missing"))?;
-    let output = count(obj, "output_length")?
-        .ok_or_else(|| FieldError::new("output_length", "is missing"))?;
+    let input = required(count(obj, "input_length")?, "input_length")?;
+    let output = required(count(obj, "output_length")?, "output_length")?;
     let ids = block_ids(obj, "hash_ids")?.unwrap_or_default();
     let want = input.div_ceil(SOURCE_BLOCK);
     let blocks = format!(

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, count, instant, number, string};
+use super::fields::{Object, count, instant, number, required, string};
 use super::{Ctx, Fate, Head, Request, container, prefix};
 use crate::error::{FieldError, Location, Result};
 
@@ -53,8 +53,7 @@ fn session(
     loc: &Location,
     chains: &mut prefix::Chains,
 ) -> std::result::Result<Vec<Request>, FieldError> {
-    let id =
-        string(obj, "session_id")?.ok_or_else(|| FieldError::new("session_id", "is missing"))?;
+    let id = required(string(obj, "session_id")?, "session_id")?;
     let Some(Value::Array(turns)) = obj.get("turns") else {
         return Err(FieldError::new(
             "turns",
@@ -101,8 +100,7 @@ fn llm_call(
     session: &str,
     loc: &Location,
 ) -> std::result::Result<Request, FieldError> {
-    let (start, _) =
-        instant(call, "timestamp")?.ok_or_else(|| FieldError::new("timestamp", "is missing"))?;
+    let (start, _) = required(instant(call, "timestamp")?, "timestamp")?;
     let Some(Value::Object(tokens)) = call.get("tokens") else {
         return Err(FieldError::new(
             "tokens",

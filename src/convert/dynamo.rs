@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, block_ids, count, number, present, string};
+use super::fields::{Object, block_ids, count, number, present, required, string};
 use super::{Ctx, Head, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
 
@@ -44,8 +44,7 @@ fn row(
     loc: &Location,
     starts: &mut HashMap<String, i64>,
 ) -> std::result::Result<Request, FieldError> {
-    let id =
-        string(obj, "request_id")?.ok_or_else(|| FieldError::new("request_id", "is missing"))?;
+    let id = required(string(obj, "request_id")?, "request_id")?;
     let input = count(obj, "input_length")?
         .or(count(obj, "input_tokens")?)
         .ok_or_else(|| FieldError::new("input_length", "is missing"))?;

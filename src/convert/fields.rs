@@ -54,6 +54,11 @@ fn as_number(v: &Value) -> Option<f64> {
     }
 }
 
+/// A field's value, or the error that it is missing.
+pub fn required<T>(value: Option<T>, field: &str) -> Result<T, FieldError> {
+    value.ok_or_else(|| FieldError::new(field, "is missing"))
+}
+
 /// A string field (numbers are taken as their text).
 pub fn string<O: Fields + ?Sized>(obj: &O, field: &str) -> Result<Option<String>, FieldError> {
     match present(obj, field) {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, block_ids, count, number, string};
+use super::fields::{Object, block_ids, count, number, required, string};
 use super::{Ctx, Head, Request, container, hashing};
 use crate::error::{FieldError, Location, Result};
 use crate::hash::stable_hash;
@@ -70,7 +70,7 @@ struct Done {
 
 /// The calls of one session, in the order listed.
 pub fn session(obj: &Object, loc: &Location) -> std::result::Result<Vec<Request>, FieldError> {
-    let id = string(obj, "id")?.ok_or_else(|| FieldError::new("id", "is missing"))?;
+    let id = required(string(obj, "id")?, "id")?;
     let block = count(obj, "block_size")?.unwrap_or(64);
     if block == 0 || hashing::BLOCK as u64 % block != 0 {
         return Err(FieldError::new(
@@ -188,8 +188,8 @@ fn agent(
 fn call(s: &Session, entry: &Object, start_s: f64) -> std::result::Result<Request, FieldError> {
     let start = time::seconds_to_ns(start_s)
         .ok_or_else(|| FieldError::new("t", format!("{start_s} is out of range")))?;
-    let input = count(entry, "in")?.ok_or_else(|| FieldError::new("in", "is missing"))?;
-    let output = count(entry, "out")?.ok_or_else(|| FieldError::new("out", "is missing"))?;
+    let input = required(count(entry, "in")?, "in")?;
+    let output = required(count(entry, "out")?, "out")?;
     let mut req = Request::new(s.loc.clone(), start);
     req.input_length = Some(input);
     req.output_length = output;

@@ -13,7 +13,7 @@
 use std::io::BufRead;
 use std::sync::Arc;
 
-use super::fields::{Object, block_ids, count, number};
+use super::fields::{Object, block_ids, count, number, required};
 use super::{Ctx, Head, Request, bailian, container, hashing};
 use crate::error::{FieldError, Result};
 
@@ -38,9 +38,8 @@ fn request(
     loc: &crate::error::Location,
     rate: Option<f64>,
 ) -> std::result::Result<Request, FieldError> {
-    let n = count(obj, "request_id")?.ok_or_else(|| FieldError::new("request_id", "is missing"))?;
-    let input =
-        count(obj, "input_length")?.ok_or_else(|| FieldError::new("input_length", "is missing"))?;
+    let n = required(count(obj, "request_id")?, "request_id")?;
+    let input = required(count(obj, "input_length")?, "input_length")?;
     let start = rate.map_or(0, |r| (n as f64 * 1e9 / r).round() as i64);
     let mut req = Request::new(loc.clone(), start);
     req.id = Some(n.to_string());

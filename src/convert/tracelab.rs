@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::fields::{Object, count, instant, string};
+use super::fields::{Object, count, instant, required, string};
 use super::{Ctx, Head, Request, container, prefix};
 use crate::error::{FieldError, Result};
 
@@ -50,15 +50,12 @@ fn round(
     loc: &crate::error::Location,
     sessions: &mut Sessions,
 ) -> std::result::Result<Request, FieldError> {
-    let session =
-        string(obj, "session_id")?.ok_or_else(|| FieldError::new("session_id", "is missing"))?;
+    let session = required(string(obj, "session_id")?, "session_id")?;
     let id = string(obj, "round_id")?
         .or(string(obj, "trace_key")?)
         .ok_or_else(|| FieldError::new("round_id", "is missing"))?;
-    let input = count(obj, "input_tokens_total")?
-        .ok_or_else(|| FieldError::new("input_tokens_total", "is missing"))?;
-    let output = count(obj, "output_tokens")?
-        .ok_or_else(|| FieldError::new("output_tokens", "is missing"))?;
+    let input = required(count(obj, "input_tokens_total")?, "input_tokens_total")?;
+    let output = required(count(obj, "output_tokens")?, "output_tokens")?;
     let shared = count(obj, "prefix_tokens")?.unwrap_or(0);
     let model = string(obj, "model")?;
     let (start, end) = times(obj)?;

@@ -593,14 +593,19 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             let work = async {
                 // Formatted once the answer is in: off the send path.
                 let wall_sent = SystemTime::now();
-                let mut result = skeleton(
-                    &req,
-                    round_us(scheduled_ms),
-                    round_us(sent_ms),
-                    String::new(),
-                );
-                result.warmup = warmup;
-                result.shard = shard.clone();
+                // The result before the answer; again if the exchange fails.
+                let fresh = || {
+                    let mut r = skeleton(
+                        &req,
+                        round_us(scheduled_ms),
+                        round_us(sent_ms),
+                        String::new(),
+                    );
+                    r.warmup = warmup;
+                    r.shard = shard.clone();
+                    r
+                };
+                let result = fresh();
                 shared
                     .counters
                     .lag_us
@@ -615,18 +620,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                 // through the runtime.
                 let exchange = Box::pin(exchange::send(&target, &req, result, sent, cancelled));
                 // A bug in the exchange fails this request only.
-                let (mut result, transcript) = exchange::or_error_result(exchange, || {
-                    let mut r = skeleton(
-                        &req,
-                        round_us(scheduled_ms),
-                        round_us(sent_ms),
-                        String::new(),
-                    );
-                    r.warmup = warmup;
-                    r.shard = shard.clone();
-                    r
-                })
-                .await;
+                let (mut result, transcript) = exchange::or_error_result(exchange, fresh).await;
                 if result.measure.status == Status::Error
                     && result
                         .measure

@@ -356,34 +356,31 @@ mod tests {
 
     #[test]
     fn bad_profiles_name_the_file_line_and_field() {
-        let text = Profile::default()
-            .to_text()
-            .replace("\"delta_ms\": 0.0", "\"delta_ms\": -1.0");
-        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "p.json:6: error: field `delta_ms`: -1 is not a time from 0 to 86400000 ms"
-        );
-        let text = Profile::default()
-            .to_text()
-            .replace("\"slots\": 0", "\"slots\": -2");
-        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "p.json:9:13: error: field `slots`: invalid value: integer `-2`, expected usize"
-        );
+        for (from, to, want) in [
+            (
+                "\"delta_ms\": 0.0",
+                "\"delta_ms\": -1.0",
+                "p.json:6: error: field `delta_ms`: -1 is not a time from 0 to 86400000 ms",
+            ),
+            (
+                "\"slots\": 0",
+                "\"slots\": -2",
+                "p.json:9:13: error: field `slots`: invalid value: integer `-2`, expected usize",
+            ),
+            (
+                "\"block_size\": 512",
+                "\"block_size\": 0",
+                "p.json:12: error: field `block_size`: 0 is not from 1 to 16777216",
+            ),
+        ] {
+            let text = Profile::default().to_text().replace(from, to);
+            let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+            assert_eq!(e, want);
+        }
         let e = Profile::parse("{\"tracekit_profile\": 1, \"alpha\": 1}", "p.json")
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("p.json:1:"), "{e}");
         assert!(e.contains("unknown field `alpha`"), "{e}");
-        let text = Profile::default()
-            .to_text()
-            .replace("\"block_size\": 512", "\"block_size\": 0");
-        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "p.json:12: error: field `block_size`: 0 is not from 1 to 16777216"
-        );
     }
 }

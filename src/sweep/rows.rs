@@ -61,6 +61,10 @@ pub(super) fn write_xlsx(path: &Path, rows: &[Row], with_server: bool) -> Result
 
 pub(super) const PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
 
+/// The percentiles of each distribution in the table (the other forms
+/// have [`PERCENTILES`]).
+const TABLE_PERCENTILES: [u8; 2] = [50, 99];
+
 pub(super) fn percent(f: f64) -> String {
     let text = format!("{:.1}", f * 100.0);
     format!("{}%", text.trim_end_matches(".0"))
@@ -240,7 +244,7 @@ pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
         Format::Xlsx => String::new(),
         Format::Table | Format::Markdown => {
             let style = args.format.style();
-            let header: Vec<String> = [
+            let mut header: Vec<String> = [
                 "speed",
                 "offered/s",
                 "ok/s",
@@ -248,21 +252,24 @@ pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                 "attained",
                 "goodput/s",
                 "errors",
-                "TTFT p50 ms",
-                "TTFT p99 ms",
-                "TPOT p50 ms",
-                "TPOT p99 ms",
-                "E2E p99 ms",
-                "SLO",
             ]
             .iter()
             .map(|s| s.to_string())
             .collect();
+            // The distributions the report marks for a sweep: `TTFT p50 ms`.
+            let figures = || report::FIGURES.iter().filter(|f| f.sweep);
+            for f in figures() {
+                for p in TABLE_PERCENTILES {
+                    let name = f.path.to_uppercase();
+                    header.push(format!("{name} p{p} {}", f.unit.name()));
+                }
+            }
+            header.push("SLO".into());
             let table_rows: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {
                     let j = &r.report;
-                    vec![
+                    let mut cells = vec![
                         format!("{}×", speed_label(r.speed)),
                         r.offered_rps
                             .map_or("-".into(), |v| report::number(Some(v), 2)),
@@ -271,13 +278,17 @@ pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                         r.attainment.map_or("-".into(), percent),
                         report::number(goodput(j), 2),
                         r.error_rate.map_or("-".into(), percent),
-                        report::number(j.ttft.percentile(50.0), 1),
-                        report::number(j.ttft.percentile(99.0), 1),
-                        report::number(j.tpot.percentile(50.0), 1),
-                        report::number(j.tpot.percentile(99.0), 1),
-                        report::number(j.e2e.percentile(99.0), 1),
-                        if r.passed { "met" } else { "missed" }.to_string(),
-                    ]
+                    ];
+                    let value = j.to_value();
+                    for f in figures() {
+                        for p in TABLE_PERCENTILES {
+                            let path = format!("{}.{}", f.path, report::percentile_key(p.into()));
+                            let v = report::lookup(&value, &path).and_then(Value::as_f64);
+                            cells.push(report::number(v, 1));
+                        }
+                    }
+                    cells.push(if r.passed { "met" } else { "missed" }.to_string());
+                    cells
                 })
                 .collect();
             let mut text = format!("trace-sweep: SLO {}\n\n", slo_text(args));

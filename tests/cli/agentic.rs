@@ -91,20 +91,27 @@ fn coding_session_subagents_fan_out_from_their_spawner_and_join_the_parent() {
     // agent_001 ended (1192.853); 1209 - 1192.853 = 16.147 s. agent_002
     // ended at 1256.153, after 1209 + 1 s: the call at 1269 joins it,
     // from the later of 1258.06 and 1256.153: 10.94 s.
-    let p1 = by_id(&out, "trace_0291:1");
-    assert_eq!(p1["timestamp"], json!(124000));
-    assert_eq!(
-        p1["after"],
-        json!(["trace_0291:0", "trace_0291/agent_001:4"])
-    );
-    assert_eq!(p1["delay"], json!(16147));
-    let p2 = by_id(&out, "trace_0291:2");
-    assert_eq!(p2["timestamp"], json!(184000));
-    assert_eq!(
-        p2["after"],
-        json!(["trace_0291:1", "trace_0291/agent_002:6"])
-    );
-    assert_eq!(p2["delay"], json!(10940));
+    for (id, timestamp, after, delay) in [
+        (
+            "trace_0291:1",
+            124000,
+            ["trace_0291:0", "trace_0291/agent_001:4"],
+            16147,
+        ),
+        (
+            "trace_0291:2",
+            184000,
+            ["trace_0291:1", "trace_0291/agent_002:6"],
+            10940,
+        ),
+    ] {
+        let p = by_id(&out, id);
+        assert_eq!(
+            (&p["timestamp"], &p["after"], &p["delay"]),
+            (&json!(timestamp), &json!(after), &json!(delay)),
+            "{id}"
+        );
+    }
 
     // Blocks: the subagents' first prompts share their first 174 64-token
     // ids, so floor(174 / 8) = 21 blocks of 512; 11353 tokens need
@@ -114,7 +121,7 @@ fn coding_session_subagents_fan_out_from_their_spawner_and_join_the_parent() {
     assert_eq!((a.len(), b.len()), (23, 23));
     assert_eq!(a[..21], b[..21]);
     assert_ne!(a[21], b[21]);
-    let (p, q) = (hash_ids(parent), hash_ids(p1));
+    let (p, q) = (hash_ids(parent), hash_ids(by_id(&out, "trace_0291:1")));
     assert_eq!((p.len(), q.len()), (180, 191));
     assert_eq!(p[..179], q[..179]);
     assert_ne!(p[179], q[179]);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{Run, TestDir, bin, trace};
+use crate::util::{Run, TestDir, trace};
 
 /// The cached server binary and model, if scripts/real-server.sh made them.
 fn cached() -> Option<(PathBuf, PathBuf)> {
@@ -316,20 +316,11 @@ fn a_server_killed_mid_run_still_gives_one_result_per_record() {
         .map(|i| json!({"timestamp": i * 20, "input_length": 16, "output_length": 16}))
         .collect();
     dir.write("trace.jsonl", trace(&recs));
-    let child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args([
-            "--quiet",
-            "--url",
-            &llama.url,
-            "--ignore-eos",
-            "-o",
-            "out.ndjson",
-            "trace.jsonl",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = format!(
+        "--quiet --url {} --ignore-eos -o out.ndjson trace.jsonl",
+        llama.url
+    );
+    let child = dir.spawn("trace-replay", &args, Stdio::inherit());
     for _ in 0..500 {
         let n = std::fs::read_to_string(dir.join("out.ndjson")).map_or(0, |t| t.lines().count());
         if n >= 20 {

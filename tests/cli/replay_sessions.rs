@@ -310,19 +310,11 @@ fn shards_replay_every_record_once_and_merge_into_one_run() {
     let at = tracekit::time::rfc3339(std::time::SystemTime::now() + Duration::from_secs(3));
     let children: Vec<_> = (1..=4)
         .map(|k| {
-            Command::new(bin("trace-replay"))
-                .current_dir(&dir.path)
-                .args(["--quiet", "--url", &sim.url, "--start-at", &at])
-                .args([
-                    "--shard",
-                    &format!("{k}/4"),
-                    "-o",
-                    &format!("shard{k}.ndjson"),
-                ])
-                .arg("trace.jsonl")
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            let args = format!(
+                "--quiet --url {} --start-at {at} --shard {k}/4 -o shard{k}.ndjson trace.jsonl",
+                sim.url
+            );
+            dir.spawn("trace-replay", &args, Stdio::inherit())
         })
         .collect();
     for c in children {

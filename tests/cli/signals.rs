@@ -2,10 +2,10 @@
 //! result, and the exit status says which signal it was.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::util::{TestDir, bin, spawn_sim_replay};
+use crate::util::{TestDir, spawn_sim_replay};
 
 /// `n` text records, `gap_ms` apart.
 fn trace(n: usize, gap_ms: u64) -> String {
@@ -86,14 +86,7 @@ fn wait_for_handler(pid: u32, sig: i32) {
 fn ctrl_c_while_the_input_has_not_ended_stops_at_once() {
     use std::io::Write;
     let dir = TestDir::new("signal-open-input");
-    let mut child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args(["--sim", "--quiet", "-o", "out.ndjson"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = dir.spawn_fed("trace-replay", "--sim --quiet -o out.ndjson");
     // Three records, and the input left open, as `(cat t; sleep 100) |`.
     let mut input = child.stdin.take().unwrap();
     input.write_all(trace(3, 10).as_bytes()).unwrap();
@@ -110,14 +103,7 @@ fn ctrl_c_while_the_input_has_not_ended_stops_at_once() {
 
 /// trace-replay --sim reading its records from a pipe the test holds.
 fn replay_from_a_pipe(dir: &TestDir) -> std::process::Child {
-    Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args(["--sim", "--quiet", "--grace", "2s", "-o", "out.ndjson"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    dir.spawn_fed("trace-replay", "--sim --quiet --grace 2s -o out.ndjson")
 }
 
 /// Send `sig` to `child`.
@@ -229,13 +215,8 @@ fn a_signal_during_the_server_check_gives_every_record_its_result() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let dir = TestDir::new("signal-preflight");
     dir.write("t.jsonl", trace(3, 10));
-    let child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args(["--url", &url, "-o", "out.ndjson", "t.jsonl"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = format!("--url {url} -o out.ndjson t.jsonl");
+    let child = dir.spawn("trace-replay", &args, Stdio::null());
     // The check has connected: it waits for an answer.
     let (_connection, _) = listener.accept().unwrap();
     signal(&child, libc::SIGTERM);
@@ -253,21 +234,8 @@ fn the_end_of_the_grace_does_not_cut_short_the_rest_of_an_input_file() {
     // the same (only a second signal reads no further).
     let dir = TestDir::new("signal-no-grace");
     dir.write("t.jsonl", trace(100_000, 100));
-    let child = Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args([
-            "--sim",
-            "--quiet",
-            "--grace",
-            "0s",
-            "-o",
-            "out.ndjson",
-            "t.jsonl",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = "--sim --quiet --grace 0s -o out.ndjson t.jsonl";
+    let child = dir.spawn("trace-replay", args, Stdio::null());
     wait_for_lines(&dir.join("out.ndjson"), 3);
     signal(&child, libc::SIGTERM);
     let out = ends_within(child, 20);

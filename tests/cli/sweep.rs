@@ -271,7 +271,7 @@ fn bad_flags_are_refused_before_any_run() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_prints_the_rows_so_far() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let dir = TestDir::new("sweep-ctrl-c");
     // 100 requests 100 ms apart: the second run (speed 2) lasts 5 s.
     let trace: String = (0..100)
@@ -283,16 +283,8 @@ fn ctrl_c_stops_the_run_and_prints_the_rows_so_far() {
         })
         .collect();
     dir.write("trace.jsonl", trace);
-    let child = Command::new(bin("trace-sweep"))
-        .current_dir(&dir.path)
-        .args([
-            "--sim", "--slo", "ttft=1s", "--speeds", "4,2", "--format", "json",
-        ])
-        .args(["-o", "runs", "trace.jsonl"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = "--sim --slo ttft=1s --speeds 4,2 --format json -o runs trace.jsonl";
+    let child = dir.spawn("trace-sweep", args, Stdio::piped());
     // Ctrl-C once the second run has its first results.
     let second = dir.join("runs/speed-2.ndjson");
     let out = interrupt_when(child, || {

@@ -280,15 +280,10 @@ fn usage_beyond_what_a_summary_takes_is_null_with_a_warning() {
         "{\"timestamp\": 0, \"text_input\": \"hello there 0\", \"output_length\": 8}\n\
          {\"timestamp\": 50, \"text_input\": \"hello there 1\", \"output_length\": 8}\n",
     );
+    let url = format!("{}/v1", server.url);
     let run = dir
         .cmd("trace-replay")
-        .args([
-            "--quiet",
-            "--url",
-            &format!("{}/v1", server.url),
-            "--model",
-            "m",
-        ])
+        .args(["--quiet", "--url", &url, "--model", "m"])
         .args(["-o", "r.ndjson", "t.jsonl"])
         .run();
     run.code(0).stderr_has(

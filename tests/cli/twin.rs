@@ -424,7 +424,7 @@ fn a_sweep_offline_with_a_bad_profile_names_its_line_and_field() {
 
 #[test]
 fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let dir = TestDir::new("twin-sweep-ctrl-c");
     // 200,000 requests 1 ms apart, 10 ms a step, no slot limit: a run of
     // some seconds of CPU in a debug build.
@@ -434,22 +434,9 @@ fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
         .collect();
     dir.write("trace.jsonl", trace);
     dir.write("p.json", ONE_SLOT.replace("\"slots\": 1", "\"slots\": 0"));
-    let child = Command::new(bin("trace-sweep"))
-        .current_dir(&dir.path)
-        .args(["--offline", "--profile", "p.json", "--slo", "ttft=1s"])
-        .args([
-            "--speeds",
-            "1,2",
-            "--format",
-            "json",
-            "-o",
-            "runs",
-            "trace.jsonl",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = "--offline --profile p.json --slo ttft=1s --speeds 1,2 --format json \
+                -o runs trace.jsonl";
+    let child = dir.spawn("trace-sweep", args, Stdio::piped());
     // Ctrl-C once the first run has its first results.
     let first = dir.join("runs/speed-1.ndjson");
     let out = interrupt_when(child, || {

@@ -70,6 +70,32 @@ impl TestDir {
     pub fn cmd(&self, tool: &str) -> Cmd {
         Cmd::new(tool).current_dir(&self.path)
     }
+
+    /// `tool` started in this directory with `args` (split at spaces: none
+    /// holds one), in the background: its standard error piped, its output
+    /// as `stdout` says; for tests that signal it or wait on it.
+    pub fn spawn(&self, tool: &str, args: &str, stdout: Stdio) -> std::process::Child {
+        Command::new(bin(tool))
+            .current_dir(&self.path)
+            .args(args.split_whitespace())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// [`TestDir::spawn`] with its input a pipe the test holds and its
+    /// output dropped.
+    pub fn spawn_fed(&self, tool: &str, args: &str) -> std::process::Child {
+        Command::new(bin(tool))
+            .current_dir(&self.path)
+            .args(args.split_whitespace())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
 }
 
 /// What a finished command left behind.
@@ -274,21 +300,8 @@ pub fn assert_text_eq(want: &str, got: &str) {
 /// replaying `trace` (a file in `dir`) into `dir/out.ndjson`, with a grace
 /// of 2 s: for tests that signal it.
 pub fn spawn_sim_replay(dir: &TestDir, trace: &str) -> std::process::Child {
-    Command::new(bin("trace-replay"))
-        .current_dir(&dir.path)
-        .args([
-            "--sim",
-            "--quiet",
-            "--grace",
-            "2s",
-            "-o",
-            "out.ndjson",
-            trace,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let args = format!("--sim --quiet --grace 2s -o out.ndjson {trace}");
+    dir.spawn("trace-replay", &args, Stdio::null())
 }
 
 /// A record's `hash_ids`.
