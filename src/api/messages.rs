@@ -34,11 +34,9 @@ impl Api for Messages {
             .end_event("message_stop")
     }
 
+    /// The single pass where it can, else serde.
     fn read<'a>(&self, bytes: &'a [u8]) -> serde_json::Result<Answer<'a>> {
-        match scan(bytes) {
-            Some(a) => Ok(a),
-            None => by_value(bytes),
-        }
+        scan(bytes).map_or_else(|| by_value(bytes), Ok)
     }
 
     fn render(&self, chat_body: &[u8]) -> Option<Vec<u8>> {

@@ -16,6 +16,15 @@ fn convert(args: &[&str]) -> Run {
     run
 }
 
+/// A bundled file converted, its source recognised as `source`: the run
+/// and its records.
+fn recognised(file: &str, source: &str) -> (Run, Vec<Value>) {
+    let run = convert(&[&path(file)]);
+    run.stderr_has(&format!("recognised as {source} input"));
+    let out = run.json_lines();
+    (run, out)
+}
+
 fn by_id<'a>(records: &'a [Value], id: &str) -> &'a Value {
     records
         .iter()
@@ -31,9 +40,10 @@ fn coding_session_subagents_fan_out_from_their_spawner_and_join_the_parent() {
     // it ends at 1192.853), agent_002 at 1180.553 (calls at +0, 5, 11, 16,
     // 22, 27, 54 s; the last takes 21.6 s: it ends at 1256.153), then the
     // parent's calls at 1209 (api_time 49.06: ends 1258.06) and 1269.
-    let run = convert(&[&path("kv_cache_tester_trace_0291.requests15-19.json")]);
-    run.stderr_has("recognised as kv-cache-tester input");
-    let out = run.json_lines();
+    let (_, out) = recognised(
+        "kv_cache_tester_trace_0291.requests15-19.json",
+        "kv-cache-tester",
+    );
     assert_eq!(out.len(), 1 + 5 + 7 + 2);
     let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
     // Sorted by arrival, rebased to the first call (1085 s).
@@ -202,9 +212,7 @@ fn coding_session_errors_name_the_call_and_field() {
 
 #[test]
 fn tracelab_rounds_chain_with_tool_time_and_share_their_cached_prefix() {
-    let run = convert(&[&path("tracelab_sanitized_round_trace.jsonl")]);
-    run.stderr_has("recognised as tracelab input");
-    let out = run.json_lines();
+    let (_, out) = recognised("tracelab_sanitized_round_trace.jsonl", "tracelab");
     assert_eq!(out.len(), 19);
     // The Codex session (2026-03-21) comes first; its first round arrives
     // at its user message, 10:05:59.328, and ends at its last event,
@@ -252,9 +260,7 @@ fn tracelab_rounds_chain_with_tool_time_and_share_their_cached_prefix() {
 
 #[test]
 fn servegen_offline_batches_at_0_or_spaced_by_rate() {
-    let run = convert(&[&path("servegen_offline_trace_d.head12.jsonl")]);
-    run.stderr_has("recognised as servegen input");
-    let out = run.json_lines();
+    let (_, out) = recognised("servegen_offline_trace_d.head12.jsonl", "servegen");
     assert_eq!(out.len(), 12);
     assert!(out.iter().all(|r| r["timestamp"] == json!(0)));
     assert_eq!(out[0]["id"], json!("0"));
@@ -281,9 +287,7 @@ fn servegen_offline_batches_at_0_or_spaced_by_rate() {
 #[test]
 fn dynamo_agentic_rows_keep_their_waits_and_add_tool_time_to_delay() {
     // Constructed (see SOURCES.md): 64-token blocks, 16, 10 and 24 ids.
-    let run = convert(&[&path("dynamo_agentic_mooncake.constructed.jsonl")]);
-    run.stderr_has("recognised as dynamo input");
-    let out = run.json_lines();
+    let (_, out) = recognised("dynamo_agentic_mooncake.constructed.jsonl", "dynamo");
     let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["parent-1", "child-1", "parent-2"]);
     // 1024 tokens in 16 ids: blocks of 64 (16 * 32 < 1024), 2 of 512.
@@ -363,10 +367,8 @@ fn copilot_sessions_are_graphs_of_their_calls_with_cached_prefix_chains() {
     // Constructed from the dataset's schema (see SOURCES.md): session
     // 5f0c… has two turns, calls c1, c2, c3 (the edit model), c4, then
     // c5 and a cancelled call; session b8e4… one call, at 09:01:00.
-    let run = convert(&[&path("copilot_coding_agent_2026.constructed.jsonl")]);
-    run.stderr_has("recognised as copilot input");
+    let (run, out) = recognised("copilot_coding_agent_2026.constructed.jsonl", "copilot");
     run.stderr_has("7 records read, 6 written, 1 dropped (1 failed); 2 sessions");
-    let out = run.json_lines();
     let ids: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
     let (c1, c2, c3, c4, other, c5) = (
         "0e9d4c3b2a1f5e60",
