@@ -522,6 +522,85 @@ pub fn read_file(path: &std::path::Path) -> crate::error::Result<Vec<Scrape>> {
     Ok(out)
 }
 
+/// The server's KV cache size, as its scrapes state it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvCapacity {
+    pub tokens: u64,
+    /// Where it was read, for people.
+    pub from: String,
+}
+
+/// The KV cache size the scrapes of a scrape file state, the largest
+/// scrape's (engines added up): vLLM's `vllm:cache_config_info`, whose
+/// labels give `num_gpu_blocks` blocks of `block_size` tokens, or SGLang's
+/// `sglang:max_total_num_tokens`. `None` when no scrape states it (llama.cpp
+/// does not).
+pub fn kv_capacity(path: &std::path::Path) -> crate::error::Result<Option<KvCapacity>> {
+    use crate::io::{self, Lines};
+    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
+    let mut lines = Lines::new(&specs);
+    let mut best: Option<KvCapacity> = None;
+    while let Some((loc, line)) = lines.next_line()? {
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            crate::error::FieldError::record(format!("not a JSON object: {e}")).at(&loc)
+        })?;
+        let Some(samples) = v.get("samples").and_then(Value::as_object) else {
+            continue;
+        };
+        if let Some(f) = kv_capacity_of(samples)
+            && best.as_ref().is_none_or(|b| f.tokens > b.tokens)
+        {
+            best = Some(f);
+        }
+    }
+    Ok(best)
+}
+
+/// The KV cache size one scrape's samples state, engines added up.
+pub fn kv_capacity_of(samples: &Map<String, Value>) -> Option<KvCapacity> {
+    let (mut vllm, mut blocks, mut sglang) = (0u64, Vec::new(), 0u64);
+    for (key, value) in samples {
+        match key_name(key) {
+            "vllm:cache_config_info" => {
+                let (Some(n), Some(size)) =
+                    (label(key, "num_gpu_blocks"), label(key, "block_size"))
+                else {
+                    continue;
+                };
+                vllm = vllm.saturating_add(n.saturating_mul(size));
+                blocks.push(format!("{n} blocks of {size} tokens"));
+            }
+            "sglang:max_total_num_tokens" => {
+                let n = value.as_f64().filter(|x| x.is_finite() && *x >= 0.0);
+                sglang = sglang.saturating_add(n.unwrap_or(0.0) as u64);
+            }
+            _ => {}
+        }
+    }
+    if vllm > 0 {
+        Some(KvCapacity {
+            tokens: vllm,
+            from: format!("vllm:cache_config_info, {}", blocks.join(" + ")),
+        })
+    } else {
+        (sglang > 0).then(|| KvCapacity {
+            tokens: sglang,
+            from: format!("sglang:max_total_num_tokens {sglang}"),
+        })
+    }
+}
+
+/// The value of label `name` in a sample's key, as a whole number.
+fn label(key: &str, name: &str) -> Option<u64> {
+    let (_, rest) = key.split_once('{')?;
+    let mut labels = Vec::new();
+    parse_labels(rest, &mut labels).ok()?;
+    labels
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
 /// A gauge's mean and max over a run's scrapes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Level {
@@ -614,6 +693,34 @@ impl RunFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kv_cache_size_is_read_from_vllm_and_sglang_scrapes() {
+        let samples = |v: Value| v.as_object().unwrap().clone();
+        // Two engines of 2048 blocks of 16 tokens: 65,536 tokens.
+        let vllm = samples(serde_json::json!({
+            "vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"2048\"}": 1.0,
+            "vllm:cache_config_info{block_size=\"16\",engine=\"1\",num_gpu_blocks=\"2048\"}": 1.0,
+            "vllm:num_requests_running{engine=\"0\"}": 3.0,
+        }));
+        assert_eq!(
+            kv_capacity_of(&vllm),
+            Some(KvCapacity {
+                tokens: 65_536,
+                from: "vllm:cache_config_info, 2048 blocks of 16 tokens + 2048 blocks of 16 tokens"
+                    .into()
+            })
+        );
+        let sglang =
+            samples(serde_json::json!({"sglang:max_total_num_tokens{model_name=\"m\"}": 471258.0}));
+        assert_eq!(kv_capacity_of(&sglang).unwrap().tokens, 471_258);
+        // llama.cpp states none; an info metric without the labels neither.
+        let none = samples(serde_json::json!({
+            "llamacpp:n_tokens_max": 288.0,
+            "vllm:cache_config_info{block_size=\"16\"}": 1.0,
+        }));
+        assert_eq!(kv_capacity_of(&none), None);
+    }
 
     #[test]
     fn parses_the_text_format() {

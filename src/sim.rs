@@ -69,7 +69,7 @@ pub struct Args {
 
     /// With --fit: the server's scrapes taken during the run
     /// (trace-replay --metrics-out), which pin the slots when requests
-    /// waited.
+    /// waited, and the cache's size where they state it.
     #[arg(long, value_name = "SCRAPES", num_args = 1.., requires = "fit")]
     pub metrics: Vec<String>,
 
@@ -113,14 +113,14 @@ fn fit_profile(args: &Args) -> Result<Outcome> {
             "--fit needs -o PROFILE: where to write the profile",
         ));
     };
-    // The flags give what the fit does not: the cache, the prefill chunk.
+    // The flags give what the fit does not: the prefill chunk, and the
+    // slots and the cache when given.
     let base = args.model.model_profile()?;
-    let fitted = fit::fit_files(
-        &args.fit,
-        &args.metrics,
-        &base,
-        args.model.max_batch.is_some(),
-    )?;
+    let given = fit::Given {
+        slots: args.model.max_batch.is_some(),
+        cache: args.model.cache_blocks.is_some(),
+    };
+    let fitted = fit::fit_files(&args.fit, &args.metrics, &base, given)?;
     eprint!("{}", fitted.report);
     write_profile(path, &fitted.profile.to_text())
 }

@@ -349,7 +349,8 @@ async fn models(State(sim): State<Arc<Sim>>) -> Response {
 /// The Prometheus text exposition of the model's state, named as vLLM
 /// names its metrics (vllm/v1/metrics/loggers.py), with its `model_name`
 /// and `engine` labels. The KV cache is the prefix cache: its usage is the
-/// share of its blocks held. Nothing is ever preempted.
+/// share of its blocks held, its size in `vllm:cache_config_info`'s labels
+/// (what `trace-sim --fit` reads it from). Nothing is ever preempted.
 async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
     let c = &sim.counts;
     let usage = sim.cache.lock().unwrap_or_else(|e| e.into_inner()).usage();
@@ -430,6 +431,12 @@ async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}{extra}}} {value}\n"
         ));
     }
+    text.push_str(&format!(
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n\
+         # TYPE vllm:cache_config_info gauge\n\
+         vllm:cache_config_info{{block_size=\"{CACHE_BLOCK}\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1\n",
+        sim.cache_blocks
+    ));
     (
         [(
             header::CONTENT_TYPE,

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use crate::error::{Error, Result};
 use crate::io::{self, Lines};
 use crate::result::{ResultView, Status};
-use crate::server_metrics::RunFigures;
+use crate::server_metrics::{KvCapacity, RunFigures};
 use crate::simulator::batch::attended;
 use crate::simulator::profile::{Profile, Quality, Source};
 use crate::text::plural;
@@ -62,6 +62,20 @@ pub struct Observed {
     pub first: bool,
 }
 
+/// What the flags fixed: the fit leaves it as they say.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Given {
+    pub slots: bool,
+    pub cache: bool,
+}
+
+/// What the server's scrapes tell the fit.
+#[derive(Debug, Default)]
+pub struct Scraped {
+    pub figures: Option<RunFigures>,
+    pub kv: Option<KvCapacity>,
+}
+
 /// What a fit gives: the profile, and a report for people.
 #[derive(Debug)]
 pub struct Fitted {
@@ -70,12 +84,12 @@ pub struct Fitted {
 }
 
 /// Fit a profile to results files; `base` gives what the fit does not
-/// (the prefill chunk, the cache, and the slots when `slots_given`).
+/// (the prefill chunk, and the slots and the cache where `given` says).
 pub fn fit_files(
     results: &[String],
     metrics: &[String],
     base: &Profile,
-    slots_given: bool,
+    given: Given,
 ) -> Result<Fitted> {
     let specs = io::input_specs(results)?;
     let mut lines = Lines::new(&specs);
@@ -93,11 +107,21 @@ pub fn fit_files(
         }
     }
     let mut scrapes = Vec::new();
+    let mut kv: Option<KvCapacity> = None;
     for m in metrics {
-        scrapes.extend(crate::server_metrics::read_file(std::path::Path::new(m))?);
+        let path = std::path::Path::new(m);
+        scrapes.extend(crate::server_metrics::read_file(path)?);
+        if let Some(c) = crate::server_metrics::kv_capacity(path)?
+            && kv.as_ref().is_none_or(|k| c.tokens > k.tokens)
+        {
+            kv = Some(c);
+        }
     }
-    let figures = (!scrapes.is_empty()).then(|| RunFigures::of(&scrapes));
-    let mut fitted = fit(&seen, base, slots_given, figures.as_ref())?;
+    let scraped = Scraped {
+        figures: (!scrapes.is_empty()).then(|| RunFigures::of(&scrapes)),
+        kv,
+    };
+    let mut fitted = fit(&seen, base, given, &scraped)?;
     let source = fitted
         .profile
         .fitted_from
@@ -249,12 +273,7 @@ fn slots_seen(seen: &[Seen]) -> (u64, bool) {
 }
 
 /// Fit a profile to the requests seen.
-pub fn fit(
-    seen: &[Seen],
-    base: &Profile,
-    slots_given: bool,
-    scrapes: Option<&RunFigures>,
-) -> Result<Fitted> {
+pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Result<Fitted> {
     let steps = observe(seen);
     if seen.len() < MIN_REQUESTS || steps.len() < MIN_STEPS {
         let (n, k) = (seen.len() as u64, steps.len() as u64);
@@ -301,10 +320,10 @@ pub fn fit(
         quality: None,
         ..base.clone()
     };
-    let scraped = scrapes.and_then(|s| Some((s.running?, s.waiting?)));
-    let slots_note = if slots_given {
+    let queue = (scraped.figures.as_ref()).and_then(|s| Some((s.running?, s.waiting?)));
+    let slots_note = if given.slots {
         format!("{} (given)", profile.slots)
-    } else if let Some((running, waiting)) = scraped.filter(|(_, w)| w.max > 0.0) {
+    } else if let Some((running, waiting)) = queue.filter(|(_, w)| w.max > 0.0) {
         profile.slots = running.max.round() as usize;
         format!(
             "{} (the scrapes: at most {} waiting beside them)",
@@ -321,6 +340,7 @@ pub fn fit(
         ));
         format!("{max_running} (at least)")
     };
+    let cache_note = cache(&mut profile, given, scraped.kv.as_ref(), &mut unknown);
     profile.step_spread = spread(&steps, &profile, false);
     profile.prefill_spread = spread(&steps, &profile, true);
     // Residuals, overall and by kind of step.
@@ -409,6 +429,7 @@ pub fn fit(
         profile.zeta_ms
     );
     let _ = writeln!(report, "  slots       {slots_note}");
+    let _ = writeln!(report, "  cache       {cache_note}");
     for (name, q) in [
         ("decode steps", &profile.step_spread),
         ("prefill steps", &profile.prefill_spread),
@@ -450,6 +471,37 @@ pub fn fit(
         }
     }
     Ok(Fitted { profile, report })
+}
+
+/// The cache's size: as given, else as the scrapes state it, else the
+/// flags' (said so); what the report says of it.
+fn cache(
+    p: &mut Profile,
+    given: Given,
+    kv: Option<&KvCapacity>,
+    unknown: &mut Vec<String>,
+) -> String {
+    let how = match (given.cache, kv) {
+        (true, _) => "given".to_string(),
+        (false, Some(kv)) => {
+            // The profile's limit on the blocks.
+            p.cache_blocks = (kv.tokens / p.block_size).min(1 << 32) as usize;
+            format!("the scrapes: {}", kv.from)
+        }
+        (false, None) => {
+            unknown.push(format!(
+                "cache_blocks: no scrape states the server's KV cache size (vLLM's \
+                 cache_config_info, SGLang's max_total_num_tokens): {} blocks, the flags'; \
+                 give --cache-blocks",
+                p.cache_blocks
+            ));
+            "the flags'".to_string()
+        }
+    };
+    format!(
+        "{} blocks of {} tokens ({how})",
+        p.cache_blocks, p.block_size
+    )
 }
 
 /// Quantiles of the step spread: 0 % to 100 % by 1 %.
@@ -537,7 +589,13 @@ mod tests {
     #[test]
     fn too_little_is_refused_by_name() {
         let s = [seen(0.0, 10, &[1.0, 2.0])];
-        let e = fit(&s, &Profile::default(), false, None).unwrap_err();
+        let e = fit(
+            &s,
+            &Profile::default(),
+            Given::default(),
+            &Scraped::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "error: too little to fit a profile: 1 request with a first token and 2 step \

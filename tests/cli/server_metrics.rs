@@ -72,7 +72,10 @@ fn sim_metrics_follow_its_model() {
          vllm:generation_tokens_total{l} 8\n\
          # HELP vllm:request_success_total Count of successfully processed requests.\n\
          # TYPE vllm:request_success_total counter\n\
-         vllm:request_success_total{{engine=\"0\",model_name=\"m\\\"x\",finished_reason=\"length\"}} 2\n"
+         vllm:request_success_total{{engine=\"0\",model_name=\"m\\\"x\",finished_reason=\"length\"}} 2\n\
+         # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n\
+         # TYPE vllm:cache_config_info gauge\n\
+         vllm:cache_config_info{{block_size=\"512\",engine=\"0\",num_gpu_blocks=\"10\"}} 1\n"
     );
     crate::util::assert_text_eq(&want, &http_get(&format!("{}/metrics", sim.url)));
 }
@@ -134,6 +137,8 @@ fn replay_scrapes_before_during_and_after() {
         key("vllm:prompt_tokens_total"): 1024.0,
         key("vllm:generation_tokens_total"): 100.0,
         r#"vllm:request_success_total{engine="0",model_name="sim",finished_reason="length"}"#: 1.0,
+        // The default cache: 10,000 blocks of 512 tokens.
+        r#"vllm:cache_config_info{block_size="512",engine="0",num_gpu_blocks="10000"}"#: 1.0,
     });
     assert_eq!(last["samples"], want);
     // During the run the request was seen running.

@@ -205,6 +205,54 @@ fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
     fit.stderr_has("residuals");
 }
 
+/// The profile's cache: the flags' unless the scrapes state the server's
+/// (vLLM's info metric here) or `--cache-blocks` is given.
+#[test]
+fn a_fit_takes_the_cache_size_the_scrapes_state() {
+    let dir = TestDir::new("twin-fit-cache");
+    let fit = offline_then_fit(&dir, PROFILE, &trace(100));
+    fit.code(0).stderr_has(
+        "cache_blocks: no scrape states the server's KV cache size (vLLM's cache_config_info, \
+         SGLang's max_total_num_tokens): 10000 blocks, the flags'; give --cache-blocks",
+    );
+    // 2048 blocks of 16 tokens: 32,768 tokens, 64 blocks of 512.
+    dir.write(
+        "a.metrics",
+        concat!(
+            r#"{"t_ms":0,"samples":{"vllm:cache_config_info{block_size=\"16\",engine=\"0\","#,
+            r#"num_gpu_blocks=\"2048\"}":1.0,"vllm:num_requests_running{engine=\"0\"}":0.0}}"#,
+            "\n"
+        ),
+    );
+    let fit = |extra: &[&str]| {
+        let run = dir
+            .cmd("trace-sim")
+            .args([
+                "--fit",
+                "a.ndjson",
+                "--metrics",
+                "a.metrics",
+                "-o",
+                "f.json",
+            ])
+            .args(extra)
+            .run();
+        run.code(0);
+        let p: serde_json::Value = serde_json::from_slice(&dir.read("f.json")).unwrap();
+        (run, p["cache_blocks"].clone())
+    };
+    let (run, blocks) = fit(&[]);
+    assert_eq!(blocks, 64);
+    run.stderr_has(
+        "  cache       64 blocks of 512 tokens (the scrapes: vllm:cache_config_info, 2048 \
+         blocks of 16 tokens)",
+    );
+    assert!(!run.stderr.contains("cache_blocks:"), "{}", run.stderr);
+    let (run, blocks) = fit(&["--cache-blocks", "9"]);
+    assert_eq!(blocks, 9);
+    run.stderr_has("  cache       9 blocks of 512 tokens (given)");
+}
+
 #[test]
 fn a_fit_from_too_little_is_refused() {
     let dir = TestDir::new("twin-fit-little");
