@@ -115,11 +115,14 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
 
 fn convert_object(ctx: &mut Ctx, loc: &Location, obj: Object) -> Result<()> {
     let mut naive: Option<(&'static str, String)> = None;
-    let parsed = if obj.contains_key("request_id") {
-        spend_log(&obj, loc, &mut naive)
-    } else {
-        payload(&obj, loc, &mut naive)
-    };
+    // The fields both forms share, then each form's own.
+    let parsed = request(&obj, loc, &mut naive).and_then(|req| {
+        if obj.contains_key("request_id") {
+            spend_log(&obj, req)
+        } else {
+            payload(&obj, req)
+        }
+    });
     match parsed {
         Ok(req) => {
             if let Some((field, text)) = naive {
@@ -278,13 +281,8 @@ fn prompt_of(messages: Option<&Value>, tools: Option<&Value>) -> Option<Prompt> 
     })
 }
 
-/// A StandardLoggingPayload.
-fn payload(
-    obj: &Object,
-    loc: &Location,
-    naive: &mut Option<(&'static str, String)>,
-) -> std::result::Result<Request, FieldError> {
-    let mut req = request(obj, loc, naive)?;
+/// A StandardLoggingPayload's own fields.
+fn payload(obj: &Object, mut req: Request) -> std::result::Result<Request, FieldError> {
     req.id = match string(obj, "litellm_call_id")? {
         Some(id) if !id.is_empty() => Some(id),
         _ => string(obj, "id")?,
@@ -318,13 +316,9 @@ fn payload(
     Ok(req)
 }
 
-/// A LiteLLM_SpendLogs row (CSV export, API JSON, SpendLogsPayload).
-fn spend_log(
-    obj: &Object,
-    loc: &Location,
-    naive: &mut Option<(&'static str, String)>,
-) -> std::result::Result<Request, FieldError> {
-    let mut req = request(obj, loc, naive)?;
+/// A LiteLLM_SpendLogs row's own fields (CSV export, API JSON,
+/// SpendLogsPayload).
+fn spend_log(obj: &Object, mut req: Request) -> std::result::Result<Request, FieldError> {
     if let Some(ms) = fields::number(obj, "request_duration_ms")? {
         if ms.abs() > crate::record::MAX_SPAN_MS {
             let text = match &obj["request_duration_ms"] {

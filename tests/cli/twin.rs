@@ -276,11 +276,11 @@ fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
 
 #[test]
 fn replay_serves_a_profile_in_process() {
-    let dir = with_profile(
-        "twin-served",
-        "{\"timestamp\":0,\"input_length\":20,\"output_length\":3}\n\
-         {\"timestamp\":5,\"input_length\":20,\"output_length\":2}\n",
-    );
+    let records = [
+        json!({"timestamp": 0, "input_length": 20, "output_length": 3}),
+        json!({"timestamp": 5, "input_length": 20, "output_length": 2}),
+    ];
+    let dir = with_profile("twin-served", &crate::util::trace(&records));
     let run = dir
         .cmd("trace-replay")
         .args(["--sim", "--profile", "p.json", "--quiet", "t.jsonl"])

@@ -83,14 +83,14 @@ impl Runs {
     }
 }
 
-/// Present parts of an entry.
-const END: u8 = 1;
-const SESSION: u8 = 2;
-const GROUP: u8 = 4;
-const TRACE: u8 = 8;
-const HASHES: u8 = 16;
-const PASSTHROUGH: u8 = 32;
-const IF_REPEATED: u8 = 64;
+/// Present parts of an entry: one bit each.
+const END: u8 = 1 << 0;
+const SESSION: u8 = 1 << 1;
+const GROUP: u8 = 1 << 2;
+const TRACE: u8 = 1 << 3;
+const HASHES: u8 = 1 << 4;
+const PASSTHROUGH: u8 = 1 << 5;
+const IF_REPEATED: u8 = 1 << 6;
 
 impl Run {
     /// Write a call: its start, what it has, then each part with its
