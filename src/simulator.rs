@@ -37,6 +37,21 @@ use crate::hash::{mix, stable_hash, unit_interval};
 /// Tokens per prefix-cache block.
 const CACHE_BLOCK: usize = 512;
 
+/// `--sim` and `--sim-arg`: a simulated server in place of `--url`, as
+/// trace-replay and trace-sweep take it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SimFlags {
+    /// Replay against a simulated server (see trace-sim), started
+    /// in-process on a free loopback port, instead of --url.
+    #[arg(long, conflicts_with = "url")]
+    pub sim: bool,
+
+    /// A flag of trace-sim's model for --sim (`--sim-arg=--ttft-ms=500`);
+    /// repeatable.
+    #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sim_args: Vec<String>,
+}
+
 /// The latency model and fault injection.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimOptions {

@@ -73,15 +73,8 @@ pub struct Args {
     #[arg(long, value_name = "URL", required_unless_present_any = ["sim", "dry_run"])]
     pub url: Option<String>,
 
-    /// Start a simulated server (see trace-sim) in-process on a free
-    /// loopback port, and replay against it.
-    #[arg(long, conflicts_with = "url")]
-    pub sim: bool,
-
-    /// A flag of trace-sim's latency and fault model for --sim
-    /// (`--sim-arg=--ttft-ms=500`); repeatable.
-    #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub sim_args: Vec<String>,
+    #[command(flatten)]
+    pub simulated: crate::simulator::SimFlags,
 
     /// With --sim: serve with the iteration-level model of this profile
     /// (`trace-sim --fit` writes one), as `trace-sim --profile` does.

@@ -133,10 +133,11 @@ impl TryFrom<&Args> for Plan {
         let server = if args.dry_run {
             Server::Url(args.url.clone().unwrap_or_default())
         } else {
-            if !args.sim_args.is_empty() && !args.sim {
+            let simulated = &args.simulated;
+            if !simulated.sim_args.is_empty() && !simulated.sim {
                 return Err(Error::usage("--sim-arg applies to --sim only"));
             }
-            if args.metrics_out.is_some() && args.metrics_url.is_none() && !args.sim {
+            if args.metrics_out.is_some() && args.metrics_url.is_none() && !simulated.sim {
                 return Err(Error::usage(
                     "--metrics-out needs --metrics-url URL (the server's Prometheus endpoint)",
                 ));
@@ -144,12 +145,12 @@ impl TryFrom<&Args> for Plan {
             if let Some(url) = &args.metrics_url {
                 scrape::metrics_url(url)?;
             }
-            let mut sim = SimOptions::from_flags(&args.sim_args)
+            let mut sim = SimOptions::from_flags(&simulated.sim_args)
                 .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
             if let Some(p) = &args.profile {
                 sim.profile = Some(p.clone());
             }
-            let server = match (&args.url, args.sim) {
+            let server = match (&args.url, simulated.sim) {
                 (Some(url), _) => Server::Url(url.clone()),
                 (None, true) => Server::Sim(sim),
                 (None, false) => return Err(Error::usage("give --url URL, or --sim")),

@@ -96,15 +96,9 @@ pub struct Args {
     #[arg(long, value_name = "URL", required_unless_present_any = ["sim", "offline"])]
     pub url: Option<String>,
 
-    /// Replay against a simulated server (see trace-sim), a new one for
-    /// each run.
-    #[arg(long, conflicts_with = "url")]
-    pub sim: bool,
-
-    /// A flag of trace-sim's model for --sim (`--sim-arg=--max-batch=8`);
-    /// repeatable.
-    #[arg(long = "sim-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub sim_args: Vec<String>,
+    /// A simulated server in place of --url: a new one for each run.
+    #[command(flatten)]
+    pub simulated: crate::simulator::SimFlags,
 
     /// Run each speed through the twin (trace-sim --offline) in virtual
     /// time, with no server: a sweep in seconds. Needs --profile.
@@ -433,7 +427,7 @@ pub struct Row {
 
 /// Run trace-sweep.
 pub fn run(args: &Args) -> Result<Outcome> {
-    if !args.sim_args.is_empty() && !args.sim {
+    if !args.simulated.sim_args.is_empty() && !args.simulated.sim {
         return Err(Error::usage("--sim-arg applies to --sim only"));
     }
     if let Some(path) = &args.plot {
@@ -581,7 +575,8 @@ fn base_plan(args: &Args) -> Result<engine::Plan> {
         Some(url) => argv.extend(["--url".into(), url.clone()]),
         None => argv.push("--sim".into()),
     }
-    argv.extend(args.sim_args.iter().map(|a| format!("--sim-arg={a}")));
+    let sim_args = args.simulated.sim_args.iter();
+    argv.extend(sim_args.map(|a| format!("--sim-arg={a}")));
     if let Some(model) = &args.model {
         argv.extend(["--model".into(), model.clone()]);
     }
