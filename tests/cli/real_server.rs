@@ -478,14 +478,12 @@ fn messages_and_responses_streamed_and_not_read_their_usage() {
             assert_eq!(results.len(), 12);
             let offsets: std::collections::BTreeSet<i64> = results
                 .iter()
-                .map(|r| {
+                .filter_map(|r| {
                     assert_eq!(r["status"], "ok", "{endpoint} {stream}: {r}");
                     assert_eq!(
                         r["completion_tokens"], r["output_length"],
                         "{endpoint} {stream}: {r}"
                     );
-                    assert!(r["cached_tokens"].is_u64(), "{endpoint} {stream}: {r}");
-                    assert!(r["first_chunk_ms"].is_f64(), "{r}");
                     // A whole answer has no TTFT; a stream's first
                     // content may be withheld (a character cut in two).
                     let ttft = r["ttft_ms"].is_f64();
@@ -493,7 +491,18 @@ fn messages_and_responses_streamed_and_not_read_their_usage() {
                         ttft == stream || (stream && r["itl_ms"] == json!([])),
                         "{r}"
                     );
-                    r["prompt_tokens"].as_i64().unwrap() - r["input_length"].as_i64().unwrap()
+                    // llama.cpp states a Messages stream's prompt usage in
+                    // `message_start`, which it sends with the first token
+                    // only: when that token is withheld (part of a
+                    // character), the stream never states it, and the
+                    // result says it is unknown.
+                    if endpoint == "messages" && stream && r["prompt_tokens"].is_null() {
+                        assert!(r["cached_tokens"].is_null(), "{r}");
+                        return None;
+                    }
+                    assert!(r["cached_tokens"].is_u64(), "{endpoint} {stream}: {r}");
+                    assert!(r["first_chunk_ms"].is_f64(), "{r}");
+                    Some(r["prompt_tokens"].as_i64().unwrap() - r["input_length"].as_i64().unwrap())
                 })
                 .collect();
             // One chat template around every one-message prompt.
