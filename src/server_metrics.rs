@@ -370,6 +370,12 @@ pub struct Scrape {
 
 /// Read one line of a scrape file; the error names the field at fault.
 pub fn read_scrape(line: &str) -> Result<Scrape, String> {
+    read_scrape_seeing(line, |_| {})
+}
+
+/// [`read_scrape`], showing `see` the line's samples, all of them (the
+/// scrape keeps the recognised ones only).
+fn read_scrape_seeing(line: &str, see: impl FnOnce(&Map<String, Value>)) -> Result<Scrape, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
     let t_ms = match v.get("t_ms") {
         Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
@@ -384,6 +390,7 @@ pub fn read_scrape(line: &str) -> Result<Scrape, String> {
         }
         None => return Err("field `samples` is missing: is this a --metrics-out file?".into()),
     };
+    see(samples);
     // (sum, series) per recognised metric.
     let mut acc = vec![(0.0, 0u32); KNOWN.len()];
     for (key, value) in samples {
@@ -510,13 +517,37 @@ pub fn figures(scrapes: &[Scrape], from_ms: f64, to_ms: f64) -> Vec<(&'static Kn
 /// Every scrape of a scrape file (`--metrics-out`), in order; a line that
 /// is not one is an error naming the file, the line and the field.
 pub fn read_file(path: &std::path::Path) -> crate::error::Result<Vec<Scrape>> {
+    read_file_seeing(path, |_| {})
+}
+
+/// [`read_file`], and the KV cache size its scrapes state: the largest
+/// scrape's ([`kv_capacity_of`]); `None` when none states it.
+pub fn read_file_and_capacity(
+    path: &std::path::Path,
+) -> crate::error::Result<(Vec<Scrape>, Option<KvCapacity>)> {
+    let mut best: Option<KvCapacity> = None;
+    let scrapes = read_file_seeing(path, |samples| {
+        if let Some(c) = kv_capacity_of(samples)
+            && best.as_ref().is_none_or(|b| c.tokens > b.tokens)
+        {
+            best = Some(c);
+        }
+    })?;
+    Ok((scrapes, best))
+}
+
+/// [`read_file`], showing `see` each line's samples as it is read.
+fn read_file_seeing(
+    path: &std::path::Path,
+    mut see: impl FnMut(&Map<String, Value>),
+) -> crate::error::Result<Vec<Scrape>> {
     use crate::io::{self, Lines};
     let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
     let mut lines = Lines::new(&specs);
     let mut out = Vec::new();
     while let Some((loc, line)) = lines.next_line()? {
-        let scrape =
-            read_scrape(line).map_err(|msg| crate::error::FieldError::record(msg).at(&loc))?;
+        let scrape = read_scrape_seeing(line, &mut see)
+            .map_err(|msg| crate::error::FieldError::record(msg).at(&loc))?;
         out.push(scrape);
     }
     Ok(out)
@@ -530,33 +561,10 @@ pub struct KvCapacity {
     pub from: String,
 }
 
-/// The KV cache size the scrapes of a scrape file state, the largest
-/// scrape's (engines added up): vLLM's `vllm:cache_config_info`, whose
-/// labels give `num_gpu_blocks` blocks of `block_size` tokens, or SGLang's
-/// `sglang:max_total_num_tokens`. `None` when no scrape states it (llama.cpp
-/// does not).
-pub fn kv_capacity(path: &std::path::Path) -> crate::error::Result<Option<KvCapacity>> {
-    use crate::io::{self, Lines};
-    let specs = io::input_specs(&[path.to_string_lossy().into_owned()])?;
-    let mut lines = Lines::new(&specs);
-    let mut best: Option<KvCapacity> = None;
-    while let Some((loc, line)) = lines.next_line()? {
-        let v: Value = serde_json::from_str(line).map_err(|e| {
-            crate::error::FieldError::record(format!("not a JSON object: {e}")).at(&loc)
-        })?;
-        let Some(samples) = v.get("samples").and_then(Value::as_object) else {
-            continue;
-        };
-        if let Some(f) = kv_capacity_of(samples)
-            && best.as_ref().is_none_or(|b| f.tokens > b.tokens)
-        {
-            best = Some(f);
-        }
-    }
-    Ok(best)
-}
-
-/// The KV cache size one scrape's samples state, engines added up.
+/// The KV cache size one scrape's samples state, engines added up:
+/// vLLM's `vllm:cache_config_info`, whose labels give `num_gpu_blocks`
+/// blocks of `block_size` tokens, or SGLang's `sglang:max_total_num_tokens`
+/// (llama.cpp states none).
 pub fn kv_capacity_of(samples: &Map<String, Value>) -> Option<KvCapacity> {
     let (mut vllm, mut blocks, mut sglang) = (0u64, Vec::new(), 0u64);
     for (key, value) in samples {

@@ -14,6 +14,7 @@
 //! ([`super::regress`]), α then taking the mean residual.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::io::{self, Lines};
@@ -109,9 +110,9 @@ pub fn fit_files(
     let mut scrapes = Vec::new();
     let mut kv: Option<KvCapacity> = None;
     for m in metrics {
-        let path = std::path::Path::new(m);
-        scrapes.extend(crate::server_metrics::read_file(path)?);
-        if let Some(c) = crate::server_metrics::kv_capacity(path)?
+        let (read, stated) = crate::server_metrics::read_file_and_capacity(Path::new(m))?;
+        scrapes.extend(read);
+        if let Some(c) = stated
             && kv.as_ref().is_none_or(|k| c.tokens > k.tokens)
         {
             kv = Some(c);
