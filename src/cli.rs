@@ -7,8 +7,8 @@ use std::fmt::Display;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use clap::{Args, Parser};
 
@@ -35,11 +35,22 @@ pub enum Outcome {
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
 
-/// Credentials no output may show.
-static SECRETS: OnceLock<Secrets> = OnceLock::new();
+/// Credentials no output may show: every run's, added as each starts
+/// (a process may run the engine several times, with other headers).
+static SECRETS: std::sync::RwLock<Option<Arc<Secrets>>> = std::sync::RwLock::new(None);
+
+/// The credentials hidden so far.
+fn secrets() -> Option<Arc<Secrets>> {
+    SECRETS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
 
 /// The credentials to hide, as [`hide_secrets`] sorted them.
 struct Secrets {
+    /// Every credential given so far, as given.
+    given: Vec<String>,
     /// Hidden wherever they occur, longest first, each as given and as it
     /// reads inside a JSON string (`"` and `\` escaped).
     long: Vec<String>,
@@ -53,12 +64,23 @@ struct Secrets {
 /// than it protects.
 const MIN_SECRET_LEN: usize = 4;
 
-/// Hide these credentials from every line this module writes to standard
-/// error and from whatever a tool passes to [`redact`]. Set once.
+/// Hide these credentials, besides those hidden already, from every line
+/// this module writes to standard error and from whatever a tool passes
+/// to [`redact`].
 pub fn hide_secrets(secrets: impl IntoIterator<Item = String>) {
+    let mut slot = SECRETS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut given: Vec<String> = slot.as_ref().map(|s| s.given.clone()).unwrap_or_default();
+    given.extend(secrets.into_iter().filter(|s| !s.is_empty()));
+    given.sort();
+    given.dedup();
+    if given.is_empty() {
+        return;
+    }
     let mut long = Vec::new();
     let mut short = Vec::new();
-    for s in secrets {
+    for s in given.iter().cloned() {
         if s.is_empty() {
             continue;
         }
@@ -81,10 +103,11 @@ pub fn hide_secrets(secrets: impl IntoIterator<Item = String>) {
     // Longest first: `Bearer KEY` goes whole before `KEY` alone.
     long.sort_by_key(|s| std::cmp::Reverse(s.len()));
     long.dedup();
-    let _ = SECRETS.set(Secrets {
+    *slot = Some(Arc::new(Secrets {
+        given,
         long,
         short: short_secrets(&short),
-    });
+    }));
 }
 
 /// The pattern of short secrets where they stand as a credential: after a
@@ -107,7 +130,7 @@ fn short_secrets(short: &[String]) -> Option<regex::Regex> {
 /// `text` with every hidden credential replaced by `[REDACTED]`.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = std::borrow::Cow::Borrowed(text);
-    let Some(secrets) = SECRETS.get() else {
+    let Some(secrets) = secrets() else {
         return out;
     };
     for s in &secrets.long {
@@ -127,7 +150,7 @@ pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
 /// unredacted: the longest hidden credential, or, with short ones, the
 /// longest header name that may precede one (0 when none).
 pub fn longest_secret() -> usize {
-    SECRETS.get().map_or(0, |s| {
+    secrets().map_or(0, |s| {
         let long = s.long.first().map_or(0, String::len);
         if s.short.is_some() {
             long.max(64)
@@ -384,5 +407,23 @@ pub fn positive_u64(text: &str) -> std::result::Result<u64, String> {
     match text.parse::<u64>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("`{text}` is not an integer ≥ 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_runs_credentials_are_hidden_besides_the_earlier_ones() {
+        // Two runs of one process (a sweep, a library user), each with a
+        // key of its own: the second's is hidden too, and the first's
+        // still is.
+        hide_secrets(["sk-first-run-0001".to_string()]);
+        hide_secrets(["sk-second-run-0002".to_string()]);
+        assert_eq!(
+            redact("a sk-first-run-0001 b sk-second-run-0002 c"),
+            "a [REDACTED] b [REDACTED] c"
+        );
     }
 }

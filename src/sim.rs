@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::cli::Outcome;
 use crate::error::{Error, Result};
 use crate::simulator::{SimOptions, start};
-use crate::twin::{fit, offline};
+use crate::twin::fit;
 
 const EXAMPLES: &str = "\
 Exit status: 0 when stopped by Ctrl-C (serving) or done, 130 when an
@@ -133,33 +133,18 @@ fn write_profile(path: &std::path::Path, text: &str) -> Result<Outcome> {
 }
 
 fn run_offline(args: &Args) -> Result<Outcome> {
+    use crate::engine::{Engine, Ndjson, Plan, RunEnd, TraceLines};
     let profile = args.model.model_profile()?;
-    let mut records = crate::engine::TraceLines::open(&args.traces)?;
-    let mut output = crate::io::Output::open(None)?;
     // `--model` is named in every result only when given: the default
     // is the served model's name.
     let model = (args.model.model_name != SimOptions::default().model_name)
         .then(|| args.model.model_name.clone());
-    let mut write = |r: &crate::result::ResultRecord| {
-        output.write_line(r.to_json_line().as_bytes())?;
-        Ok(false)
-    };
-    let outcome = offline::run(
-        &mut records,
-        offline::Run {
-            profile,
-            model,
-            speed: 1.0,
-            emit: &mut write,
-            in_memory: false,
-            stop: offline::stop_on_ctrl_c(),
-        },
-    );
-    // What was written stays written, whatever stopped the run.
-    let finished = output.finish();
-    let outcome = outcome?;
-    finished?;
-    Ok(outcome)
+    let plan = Plan::twin(profile, model)?;
+    let records = TraceLines::open(&args.traces)?;
+    match Engine::run(plan, records, Ndjson::open(None)?) {
+        RunEnd::Failed(e) => Err(e),
+        end => end.outcome(),
+    }
 }
 
 /// Serve until Ctrl-C.

@@ -52,6 +52,20 @@ pub struct SimFlags {
     pub sim_args: Vec<String>,
 }
 
+/// `--profile FILE`, as every tool that runs the twin takes it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ProfileFlag {
+    /// The iteration-level model of this profile (a JSON file `trace-sim
+    /// --fit` writes) rather than the per-request flags: steps that serve
+    /// every running request's next token and a budget of prefill tokens,
+    /// at most `slots` requests running. trace-sim serves it (or runs it
+    /// in virtual time, --offline); trace-replay --sim and trace-sweep
+    /// --sim serve it in process; trace-sweep --offline runs each speed
+    /// through it.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+}
+
 /// The latency model and fault injection.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimOptions {
@@ -86,12 +100,8 @@ pub struct SimOptions {
     #[arg(long, value_name = "N", value_parser = cache_blocks)]
     pub cache_blocks: Option<usize>,
 
-    /// Serve with the iteration-level model of this profile (a JSON file
-    /// `trace-sim --fit` writes) rather than the per-request flags above:
-    /// steps that serve every running request's next token and a budget
-    /// of prefill tokens, at most `slots` requests running.
-    #[arg(long, value_name = "FILE")]
-    pub profile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub twin: ProfileFlag,
 
     /// Share of requests answered with HTTP 500.
     #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = share)]
@@ -198,7 +208,7 @@ impl SimOptions {
     /// or the one the per-request flags describe; `--max-batch` and
     /// `--cache-blocks` given override it.
     pub fn model_profile(&self) -> Result<Profile> {
-        let mut p = match &self.profile {
+        let mut p = match &self.twin.profile {
             Some(path) => Profile::read(&path.to_string_lossy())?,
             None => {
                 let mut p = Profile::from_flags(
@@ -235,7 +245,7 @@ impl Default for SimOptions {
             batch_slope: 0.01,
             max_batch: None,
             cache_blocks: None,
-            profile: None,
+            twin: ProfileFlag::default(),
             error_rate: 0.0,
             disconnect_rate: 0.0,
             stall_ms: 0.0,
@@ -298,7 +308,7 @@ pub async fn start(host: &str, port: u16, opts: SimOptions) -> Result<Server> {
         .local_addr()
         .map_err(|e| Error::msg(format!("cannot read the bound address: {e}")))?;
     // With a profile, its slots and cache size (flags given override them).
-    let profile = match &opts.profile {
+    let profile = match &opts.twin.profile {
         Some(_) => Some(opts.model_profile()?),
         None => None,
     };

@@ -76,10 +76,8 @@ pub struct Args {
     #[command(flatten)]
     pub simulated: crate::simulator::SimFlags,
 
-    /// With --sim: serve with the iteration-level model of this profile
-    /// (`trace-sim --fit` writes one), as `trace-sim --profile` does.
-    #[arg(long, value_name = "FILE", requires = "sim")]
-    pub profile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub twin: crate::simulator::ProfileFlag,
 
     /// API to call: `/v1/chat/completions`, `/v1/completions`,
     /// `/v1/embeddings`, `/v1/messages` (Anthropic's Messages API) or
@@ -309,7 +307,7 @@ pub(super) fn body_options(args: &Args) -> Result<BodyOptions> {
 }
 
 /// `--metrics-every D`: longer than 0.
-fn parse_every(text: &str) -> std::result::Result<f64, String> {
+pub fn parse_every(text: &str) -> std::result::Result<f64, String> {
     match crate::duration::parse_ms(text)? {
         ms if ms > 0.0 => Ok(ms),
         _ => Err(format!(

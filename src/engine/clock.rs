@@ -4,14 +4,15 @@
 //! through a [`Clock`]. A replay is given the [`WallClock`]: the monotonic
 //! clock, and a microsecond timer to wait on. A run in virtual time (a
 //! simulator that computes each answer's times instead of waiting for a
-//! server) gives another clock, whose `sleep_until` jumps to the instant
-//! instead of waiting for it; the schedule ([`super::schedule`]) takes
-//! time as an argument and needs no change. What a request's exchange
+//! server: the twin, [`super::twin`]) gives another clock, whose
+//! `sleep_until` jumps to the instant instead of waiting for it; the
+//! schedule ([`super::schedule`]) takes time as an argument and needs no
+//! change. What a request's exchange
 //! measures (TTFT, gaps, E2E) is timed on the wall clock, since it times
 //! a real server.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::timer::Timer;
 
@@ -20,8 +21,21 @@ pub trait Clock {
     /// Now, on this clock.
     fn now(&self) -> Instant;
 
-    /// Return at `at` (at once when it is past). Safe to cancel.
+    /// Return at `at` (at once when it is past). Safe to cancel. A
+    /// virtual clock may return earlier, at an event of its own (a
+    /// request its server completed): the caller asks again.
     fn sleep_until(&mut self, at: Instant) -> impl Future<Output = ()>;
+
+    /// Now on the calendar, for the results' `start_time`.
+    fn system_time(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    /// Time moves only when the run waits on it (the twin's clock): the
+    /// run reads its input up to each instant before going there.
+    fn is_virtual(&self) -> bool {
+        false
+    }
 }
 
 /// The wall clock sleeps until this long before an instant, then spins:

@@ -1,25 +1,30 @@
 //! The dispatcher: owns the schedule and sends each request when due.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use futures_util::FutureExt;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::abort::{Context, FailWatch, Fate};
 use super::clock::{Clock, SPIN};
-use super::conversation::{self, Kept, Parent, Transcript};
-use super::exchange::{self, Target, skeleton};
+use super::conversation::{self, Kept, Parent};
+use super::exchange::{Target, skeleton};
 use super::feed::{READ_AHEAD, Read, Reading};
 use super::internal::{self, Stage};
+use super::network;
 use super::output::Results;
 use super::plan::Plan;
 use super::request::Prepared;
-use super::schedule::{Completed, Pace, Schedule};
+use super::schedule::{Completed, Pace, Plan as Due, Schedule};
 use super::shared::{Control, Shared};
+use super::twin::Twin;
+
+mod virtual_time;
 use crate::cli;
 use crate::error::{Error, Result};
 use crate::result::{Measure, ResultRecord, Status, round_us};
@@ -50,6 +55,17 @@ pub(super) enum Woken {
     Stop,
 }
 
+/// Who serves the requests: hyperfine's one scheduler with swappable
+/// executors.
+pub(super) enum Executor {
+    /// A server over the network, each request in a task of its own
+    /// ([`network`]), on the wall clock.
+    Network(Arc<Target>),
+    /// The twin's model, on the virtual clock that runs it
+    /// ([`super::twin`]).
+    Twin(Rc<RefCell<Twin>>),
+}
+
 /// The dispatcher: owns the schedule, sends requests when due. It runs on
 /// the same thread as the requests' tasks, so a send needs no handover
 /// between threads and one wakeup can serve a due request and the responses
@@ -57,7 +73,7 @@ pub(super) enum Woken {
 pub(super) struct Dispatcher<'a, C> {
     plan: &'a Plan,
     shared: Arc<Shared>,
-    target: Arc<Target>,
+    exec: Executor,
     results: Results,
     control: UnboundedReceiver<Control>,
     /// `None` once the run stopped reading (--duration).
@@ -104,6 +120,10 @@ pub(super) struct Dispatcher<'a, C> {
     taking: Option<u64>,
     /// A request whose launch panicked before its task owned it.
     dropped: Option<(f64, bool, Prepared)>,
+    /// On a virtual clock: when the last record taken by its timestamp is
+    /// due (ms). Time goes no further than this until more is read, since
+    /// a record not read yet may be due before it.
+    read_to: f64,
 }
 
 /// What a dispatcher leaves when it is done: what the run's end reports.
@@ -123,16 +143,18 @@ pub(super) struct Dispatched {
     pub(super) aborted: Option<String>,
     /// The reader closed its channel: every record was read.
     pub(super) input_ended: bool,
+    /// On a virtual clock: how long the run lasted in its time, ms.
+    pub(super) virtual_ms: Option<f64>,
 }
 
 impl<'a, C: Clock> Dispatcher<'a, C> {
-    /// A dispatcher for `plan`, sending to `target` the records the reader
+    /// A dispatcher for `plan`, sending to `exec` the records the reader
     /// hands over on its channel (`reader`, with what it shares), its
     /// results to `results`, on `clock`.
     pub(super) fn new(
         plan: &'a Plan,
         shared: Arc<Shared>,
-        target: Arc<Target>,
+        exec: Executor,
         results: Results,
         control: UnboundedReceiver<Control>,
         reader: (tokio::sync::mpsc::Receiver<Vec<Read>>, Arc<Reading>),
@@ -141,7 +163,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
         Dispatcher {
             plan,
             shared,
-            target,
+            exec,
             results,
             control,
             records: Some(reader.0),
@@ -165,6 +187,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             tasks: 0,
             taking: None,
             dropped: None,
+            read_to: f64::NEG_INFINITY,
         }
     }
 
@@ -179,6 +202,10 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             own_turns: self.own_turns,
             aborted: self.aborted,
             input_ended: self.input_ended,
+            virtual_ms: self
+                .clock
+                .is_virtual()
+                .then(|| ms_between(self.origin, self.clock.now())),
         }
     }
 
@@ -237,6 +264,13 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             let now_ms = ms_between(start, self.clock.now());
             if duration.is_some_and(|d| now_ms >= d && matches!(pace, Pace::Closed { .. })) {
                 self.stop_reading();
+            }
+            if let Executor::Twin(twin) = &self.exec {
+                let twin = twin.clone();
+                if self.turn_in_virtual_time(&twin, start).await {
+                    continue;
+                }
+                break;
             }
             // Records wake the dispatcher only once half the read-ahead is
             // used: until then the top of this loop takes what the reader
@@ -370,7 +404,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
         let mut left = self.plan.warmup;
         while left > 0 && !self.shared.stopping.load(Ordering::SeqCst) {
             if self.tasks >= cap {
-                if let Some(c) = self.control.recv().await {
+                if let Some(c) = self.next_control().await {
                     self.handle(c);
                 }
                 continue;
@@ -394,7 +428,7 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             left -= 1;
         }
         while self.tasks > 0 {
-            match self.control.recv().await {
+            match self.next_control().await {
                 Some(c) => self.handle(c),
                 None => break,
             }
@@ -452,7 +486,9 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             Read::Ready(req) => {
                 self.taking = Some(req.index);
                 internal::fail_point(Stage::Accept, req.index);
-                self.schedule.push(req);
+                if let Due::At(due) = self.schedule.push(req) {
+                    self.read_to = due;
+                }
                 self.taking = None;
                 for u in self.schedule.take_unknown() {
                     self.unknown_after += 1;
@@ -534,7 +570,10 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             return;
         }
         let plan = self.plan;
-        let url = super::preflight::redacted(self.target.url.as_str());
+        let url = match &self.exec {
+            Executor::Network(target) => super::preflight::redacted(target.url.as_str()),
+            Executor::Twin(_) => "the twin".to_string(),
+        };
         // Built only when the run stops.
         let cx = || Context {
             key_env: &plan.target.api_key_env,
@@ -573,158 +612,37 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             std::panic::resume_unwind(panic);
         }
         self.tasks += 1;
-        let origin = self.origin;
-        let shared = self.shared.clone();
-        let target = self.target.clone();
-        let results = self.results.clone();
-        let mut cancel = self.shared.cancel.subscribe();
-        let shard = self.shard_label();
         self.shared
             .counters
             .sent
             .fetch_add(u64::from(!warmup), Ordering::Relaxed);
-        tokio::spawn(async move {
-            // Before the clock starts: translating is the client's time.
-            req.render(target.endpoint);
-            let sent = Instant::now();
-            let sent_ms = ms_between(origin, sent);
-            let lag_ms = sent_ms - scheduled_ms;
-            let mut written = false;
-            let work = async {
-                // Formatted once the answer is in: off the send path.
-                let wall_sent = SystemTime::now();
-                // The result before the answer; again if the exchange fails.
-                let fresh = || {
-                    let mut r = skeleton(
-                        &req,
-                        round_us(scheduled_ms),
-                        round_us(sent_ms),
-                        String::new(),
-                    );
-                    r.warmup = warmup;
-                    r.shard = shard.clone();
-                    r
-                };
-                let result = fresh();
-                shared
-                    .counters
-                    .lag_us
-                    .store((lag_ms.max(0.0) * 1000.0) as u64, Ordering::Relaxed);
-                let cancelled = async move {
-                    if cancel.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
-                // Boxed: the exchange's state is most of the task's size,
-                // and a task is moved whole several times on its way
-                // through the runtime.
-                let exchange = Box::pin(exchange::send(&target, &req, result, sent, cancelled));
-                // A bug in the exchange fails this request only.
-                let (mut result, transcript) = exchange::or_error_result(exchange, fresh).await;
-                if result.measure.status == Status::Error
-                    && result
-                        .measure
-                        .error
-                        .as_deref()
-                        .is_some_and(|e| e.starts_with(exchange::INTERNAL_ERROR))
-                {
-                    let e = result.measure.error.clone().unwrap_or_default();
-                    shared.print(|| {
-                        cli::warn(format!(
-                            "record {}: {e} (its result is an error; the run goes on)",
-                            req.index + 1
-                        ))
-                    });
-                }
-                result.start_time = crate::time::rfc3339(wall_sent);
-                if let Some((field, n)) = result.measure.drop_huge_counts() {
-                    if !shared.counters.huge_counts.swap(true, Ordering::Relaxed) {
-                        shared.print(|| {
-                            cli::warn(format!(
-                                "record {}: the server reported `usage.{field}` {n}, over the \
-                                 2^32 a summary takes: written as null (and so for any later \
-                                 count beyond it)",
-                                req.index + 1
-                            ))
-                        });
-                    }
-                }
-                internal::fail_point(Stage::Task, req.index);
-                // What a later turn continues: the messages sent, the answer.
-                let conversation = match (req.keep, req.messages_span) {
-                    (true, Some((start, end))) => {
-                        let answer = transcript.and_then(Transcript::message);
-                        let messages =
-                            conversation::continued(&req.body[start..end], answer.as_ref());
-                        let prompt = req.input_length.unwrap_or(0);
-                        let tokens =
-                            prompt.saturating_add(result.measure.completion_tokens.unwrap_or(0));
-                        Some((messages, prompt, tokens))
-                    }
-                    _ => None,
-                };
-                if target.take_out_of_files() {
-                    let limit = target
-                        .open_files_limit
-                        .map_or_else(String::new, |n| format!(" of {n}"));
-                    shared.print(|| {
-                        cli::warn(format!(
-                            "connections fail for lack of files: the open-file limit{limit} \
-                             caps the requests in flight; raise it (ulimit -Hn) or cap them \
-                             with --max-concurrency"
-                        ))
-                    });
-                }
-                let fate = match result.measure.status {
-                    Status::Ok => Fate::Ok,
-                    Status::Cancelled => Fate::Cancelled,
-                    Status::Error | Status::Timeout => Fate::Failed {
-                        error: result.measure.error.clone().unwrap_or_default(),
-                        http_status: result.measure.http_status,
-                    },
-                };
-                written = true;
-                results.send(result);
-                (conversation, fate)
-            };
-            // A bug past the exchange stops the run, and this request
-            // still leaves its line.
-            let (conversation, fate) = match AssertUnwindSafe(work).catch_unwind().await {
-                Ok(done) => done,
-                Err(panic) => {
-                    let what = internal::describe(&*panic);
-                    shared.fail(what.clone());
-                    if !written {
-                        let mut r = skeleton(
-                            &req,
-                            round_us(scheduled_ms),
-                            round_us(sent_ms),
-                            crate::time::rfc3339(SystemTime::now()),
-                        );
-                        r.warmup = warmup;
-                        r.shard = shard;
-                        r.measure.status = Status::Error;
-                        r.measure.error = Some(what.clone());
-                        results.send(r);
-                    }
-                    let fate = Fate::Failed {
-                        error: what,
-                        http_status: None,
-                    };
-                    (None, fate)
-                }
-            };
-            let _ = shared.control.send(Control::Done {
-                key: req.index,
-                id: req.id,
-                session: req.session_id,
-                conversation,
-                at: Instant::now(),
-                lag_ms,
+        match &self.exec {
+            Executor::Network(target) => network::spawn(network::Launch {
+                req,
+                scheduled_ms,
                 warmup,
-                fate,
-            });
-        });
+                origin: self.origin,
+                shared: self.shared.clone(),
+                target: target.clone(),
+                results: self.results.clone(),
+                cancel: self.shared.cancel.subscribe(),
+                shard: self.shard_label(),
+            }),
+            Executor::Twin(twin) => {
+                // Held back while the model's queue was long, a request
+                // arrives at its due time, as it would have; one a cap of
+                // the run's held back leaves now, late, as in a replay.
+                let now = self.clock.now();
+                let due = self.origin + Duration::from_secs_f64(scheduled_ms.max(0.0) / 1000.0);
+                let at = match self.plan.pacing.pace.max_in_flight() {
+                    None => due.min(now),
+                    Some(_) => now,
+                };
+                let sent_ms = ms_between(self.origin, at);
+                twin.borrow_mut()
+                    .arrive(req, at, scheduled_ms, sent_ms, warmup);
+            }
+        }
     }
 
     /// A delta turn: its body gets the conversation it continues, as sent
@@ -788,11 +706,11 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
             &req,
             round_us(due.unwrap_or(now)),
             round_us(now),
-            crate::time::rfc3339(SystemTime::now()),
+            crate::time::rfc3339(self.clock.system_time()),
         );
         r.warmup = warmup;
         r.shard = self.shard_label();
-        r.measure.error = Some("not sent: the run was stopped".into());
+        r.measure.error = Some(crate::result::NOT_SENT.into());
         self.results.send(r);
     }
 
@@ -809,8 +727,11 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
         }
         self.records = None;
         self.unread.clear();
+        if let Executor::Twin(twin) = &self.exec {
+            self.finish_in_virtual_time(&twin.clone()).await;
+        }
         while self.schedule.in_flight() > 0 {
-            match self.control.recv().await {
+            match self.next_control().await {
                 Some(c) => self.handle(c),
                 None => break,
             }
@@ -921,7 +842,7 @@ impl<C: Clock> Dispatcher<'_, C> {
                 index,
                 scheduled_ms: now,
                 sent_ms: now,
-                start_time: crate::time::rfc3339(SystemTime::now()),
+                start_time: crate::time::rfc3339(self.clock.system_time()),
                 shard: self.shard_label(),
                 measure: Measure {
                     status: Status::Error,
@@ -932,6 +853,9 @@ impl<C: Clock> Dispatcher<'_, C> {
             });
         }
         // The tasks in flight end at once (cancelled) with their results.
+        if let Executor::Twin(twin) = &self.exec {
+            twin.borrow_mut().cancel_all(self.clock.now());
+        }
         while self.tasks > 0 {
             match tokio::time::timeout(Duration::from_secs(10), self.control.recv()).await {
                 Ok(Some(Control::Done { .. })) => self.tasks -= 1,

@@ -304,7 +304,15 @@ impl<'a, R: Records> Feed<'a, R> {
                     continue;
                 }
             }
-            let prepared = if outline_only {
+            let prepared = if self.plan.offline() {
+                // The twin needs no body: the lengths and the blocks.
+                request::outline(&rec, index, &self.plan.body)
+                    .and_then(|mut p| {
+                        p.blocks = rec.hash_ids()?.unwrap_or_default();
+                        Ok(p)
+                    })
+                    .map_err(PrepareError::Record)
+            } else if outline_only {
                 Ok(
                     request::outline(&rec, index, &self.plan.body).unwrap_or_else(|_| Prepared {
                         index,

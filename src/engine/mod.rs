@@ -30,6 +30,7 @@ mod dry_run;
 pub mod exchange;
 mod feed;
 mod internal;
+mod network;
 mod output;
 mod plain;
 mod plan;
@@ -41,14 +42,17 @@ mod scrape;
 mod shared;
 pub mod sse;
 mod timer;
+mod twin;
 
-pub use self::args::{Args, endpoint_url};
+pub use self::args::{Args, endpoint_url, parse_every};
 pub use self::clock::{Clock, WallClock};
 pub use self::dry_run::dry_run;
 pub use self::feed::{InMemory, Records, TraceLines};
 pub use self::output::{Ndjson, Sink};
 pub use self::plan::{Limits, Pacing, Plan, Prompts, Scrape, Server, Target};
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{self};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -56,10 +60,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use self::args::{CONNECT_TIMEOUT, request_url};
-use self::dispatch::{Dispatched, Dispatcher, MAX_UNKNOWN_WARNINGS, ms_between};
+use self::dispatch::{Dispatched, Dispatcher, Executor, MAX_UNKNOWN_WARNINGS, ms_between};
 use self::feed::{READ_AHEAD, READ_BATCH, Reading, read_records};
 use self::output::{ResultWriter, Results, finish_results, write_results};
-use self::progress::{final_line, progress, progress_bar, start_bar};
+use self::progress::{Took, final_line, progress, progress_bar, start_bar};
 use self::shared::{Shared, StopSignals, on_ctrl_c};
 use crate::cli::{self, Outcome};
 use crate::error::{Error, Result};
@@ -112,8 +116,6 @@ impl Engine {
 
 fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<RunEnd> {
     let plan = Arc::new(plan);
-    let api_key = || std::env::var(&plan.target.api_key_env).ok();
-    let headers = plan.target.headers.clone();
     internal::install_hook();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -137,6 +139,7 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
     let mut sim_runtime = None;
     let base = match &plan.target.server {
         Server::Url(url) => url.clone(),
+        Server::Twin(_) => String::new(),
         Server::Sim(options) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -151,69 +154,23 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
             server.url
         }
     };
-    let url = request_url(&base, plan.body.endpoint)?;
-    cli::hide_secrets(exchange::secrets(&headers, Some(&url), api_key()));
-    let plain = if plan.target.http2 {
-        None
-    } else {
-        plain::Plain::new(&url, &headers, CONNECT_TIMEOUT)
+    let target = match &plan.target.server {
+        Server::Twin(_) => None,
+        _ => Some(network_target(
+            &runtime,
+            &plan,
+            &shared,
+            &base,
+            sim_runtime.is_some(),
+        )?),
     };
-    let mut client = reqwest::Client::builder()
-        .use_rustls_tls()
-        // Reading the system's CA store takes a few milliseconds: only
-        // when reqwest may speak TLS (not for plain http://).
-        .tls_built_in_native_certs(plain.is_none())
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(usize::MAX)
-        .connect_timeout(CONNECT_TIMEOUT)
-        // A redirect would be a second request timed as one: it is an error
-        // result, the same as on the plain path.
-        .redirect(reqwest::redirect::Policy::none());
-    if plan.target.http2 {
-        client = client.http2_prior_knowledge();
-    }
-    for cert in &plan.target.cacert {
-        client = client.add_root_certificate(cert.clone());
-    }
-    if plan.target.insecure {
-        client = client.danger_accept_invalid_certs(true);
-    }
-    let client = client
-        .build()
-        .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
-    if sim_runtime.is_none() {
-        runtime.block_on(async {
-            tokio::select! {
-                checked = preflight::check_server(&client, &headers, &base, &url) => checked,
-                // Stopped: the run writes its results without sending.
-                () = shared.stop_signal.notified() => Ok(()),
-            }
-        })?;
-    }
-    let target = Arc::new(exchange::Target {
-        client,
-        plain,
-        url,
-        headers,
-        timeout: Some(plan.limits.timeout),
-        max_answer_bytes: plan.limits.max_answer_bytes,
-        open_files_limit: crate::io::raise_open_files_limit(),
-        session_header: plan.body.session_header.clone(),
-        endpoint: plan.body.endpoint,
-        out_of_files: AtomicU8::new(0),
-    });
-    let clock = {
-        let _inside = runtime.enter();
-        WallClock::new().map_err(|e| Error::msg(format!("cannot create a timer: {e}")))?
-    };
-
     let endpoint = clap::ValueEnum::to_possible_value(&plan.body.endpoint)
         .map(|v| v.get_name().to_string())
         .unwrap_or_default();
     let mut sink = sink;
     sink.settings(&crate::run_info::RunInfo::now(
-        Some(target.url.as_str()),
-        &endpoint,
+        target.as_ref().map(|t| t.url.as_str()),
+        if plan.offline() { "offline" } else { &endpoint },
         plan.body.model.as_deref(),
     ));
     start_bar(&shared);
@@ -273,36 +230,55 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         let duration = plan.pacing.duration_ms;
         thread::spawn(move || progress(&shared, &done, &start, duration))
     });
-    let mut dispatcher = Dispatcher::new(
-        &plan,
-        shared.clone(),
-        target,
-        results.clone(),
-        control_rx,
-        (records_rx, reading),
-        clock,
-    );
-    // The sending thread's CPU over the run tells a busy replay from
-    // a busy machine, for the lateness warning.
-    let cpu_before = progress::thread_cpu_ms();
-    let ended = {
-        // A panic of the dispatcher or of a request's task is caught
-        // and told here, in one line, with every record's result.
-        let _caught = internal::caught_here();
-        runtime.block_on(async {
-            let run = std::panic::AssertUnwindSafe(dispatcher.run(&run_start));
-            match futures_util::FutureExt::catch_unwind(run).await {
-                Ok(ended) => ended,
-                Err(panic) => Err(dispatcher.recover(internal::describe(&*panic)).await),
-            }
-        })
+    let handover = (records_rx, reading);
+    let wall_start = Instant::now();
+    let (ended, dispatched, cpu_ms) = match (&plan.target.server, target) {
+        (Server::Twin(profile), _) => {
+            // The twin and its clock share the model: the dispatcher hands
+            // it requests, the clock runs it.
+            let zero = Instant::now();
+            let twin = Rc::new(RefCell::new(twin::Twin::new(
+                (**profile).clone(),
+                results.clone(),
+                shared.control.clone(),
+                zero,
+                plan.pacing.shard.map(|(k, n)| format!("{k}/{n}")),
+            )));
+            let clock = twin::VirtualClock::new(twin.clone());
+            let exec = Executor::Twin(twin);
+            let d = Dispatcher::new(
+                &plan,
+                shared.clone(),
+                exec,
+                results.clone(),
+                control_rx,
+                handover,
+                clock,
+            );
+            drive(&runtime, d, &run_start)
+        }
+        (_, Some(target)) => {
+            let clock = {
+                let _inside = runtime.enter();
+                WallClock::new().map_err(|e| Error::msg(format!("cannot create a timer: {e}")))?
+            };
+            let exec = Executor::Network(target);
+            let d = Dispatcher::new(
+                &plan,
+                shared.clone(),
+                exec,
+                results.clone(),
+                control_rx,
+                handover,
+                clock,
+            );
+            drive(&runtime, d, &run_start)
+        }
+        (_, None) => unreachable!("a server over the network has its target"),
     };
     if let Some(s) = scraper.take() {
         s.finish();
     }
-    let cpu_ms = progress::thread_cpu_ms()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
     progress_done.store(true, Ordering::SeqCst);
     let Dispatched {
         failure,
@@ -313,7 +289,8 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         own_turns,
         aborted,
         input_ended,
-    } = dispatcher.end();
+        virtual_ms,
+    } = dispatched;
     if short_turns > 0 {
         cli::warn(format!(
             "--live-answers: {short_turns} later turn{} asked for fewer prompt tokens than \
@@ -351,9 +328,17 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
     drop(runtime);
     let written = finish_results(results, writer_thread);
     drop(sim_runtime);
-    let elapsed_ms = run_start.get().map(|s| ms_between(*s, Instant::now()));
+    let elapsed_ms = match virtual_ms {
+        Some(_) => Some(ms_between(wall_start, Instant::now())),
+        None => run_start.get().map(|s| ms_between(*s, Instant::now())),
+    };
     if reader_left {
-        final_line(&plan, &shared, &lag, late, elapsed_ms, None, None);
+        let took = Took {
+            elapsed_ms,
+            cpu_ms: None,
+            virtual_ms,
+        };
+        final_line(&plan, &shared, &lag, late, took, None);
         return Ok(match (written, internal) {
             (Err(e), _) if !e.is_broken_pipe() => RunEnd::Failed(e),
             (_, Some(what)) => RunEnd::Failed(internal::stopped(&what)),
@@ -366,8 +351,11 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         &shared,
         &lag,
         late,
-        elapsed_ms,
-        cpu_ms,
+        Took {
+            elapsed_ms,
+            cpu_ms,
+            virtual_ms,
+        },
         aborted.as_deref(),
     );
     if failure.is_none() && shared.counters.done.load(Ordering::Relaxed) == 0 {
@@ -397,10 +385,101 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
     })
 }
 
+/// Run the dispatcher to its end on its clock: how it ended, what it
+/// leaves, and the CPU the sending thread took (which tells a busy replay
+/// from a busy machine, for the lateness warning).
+fn drive<C: Clock>(
+    runtime: &tokio::runtime::Runtime,
+    mut dispatcher: Dispatcher<'_, C>,
+    run_start: &OnceLock<Instant>,
+) -> (Result<bool>, Dispatched, Option<f64>) {
+    let cpu_before = progress::thread_cpu_ms();
+    let ended = {
+        // A panic of the dispatcher or of a request's task is caught
+        // and told here, in one line, with every record's result.
+        let _caught = internal::caught_here();
+        runtime.block_on(async {
+            let run = std::panic::AssertUnwindSafe(dispatcher.run(run_start));
+            match futures_util::FutureExt::catch_unwind(run).await {
+                Ok(ended) => ended,
+                Err(panic) => Err(dispatcher.recover(internal::describe(&*panic)).await),
+            }
+        })
+    };
+    let cpu_ms = progress::thread_cpu_ms()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    (ended, dispatcher.end(), cpu_ms)
+}
+
 /// How a stopped run ended: by its sink, or by a signal.
 fn stop_end(shared: &Shared) -> RunEnd {
     match shared.signal() {
         None if shared.stopped_by_caller.load(Ordering::SeqCst) => RunEnd::StoppedBySink,
         sig => RunEnd::Interrupted(sig.unwrap_or(0)),
     }
+}
+
+/// The network executor's target: the request URL, the HTTP clients, the
+/// server checked (unless it is the simulated one, started in process).
+fn network_target(
+    runtime: &tokio::runtime::Runtime,
+    plan: &Plan,
+    shared: &Shared,
+    base: &str,
+    simulated: bool,
+) -> Result<Arc<exchange::Target>> {
+    let api_key = || std::env::var(&plan.target.api_key_env).ok();
+    let headers = plan.target.headers.clone();
+    let url = request_url(base, plan.body.endpoint)?;
+    cli::hide_secrets(exchange::secrets(&headers, Some(&url), api_key()));
+    let plain = if plan.target.http2 {
+        None
+    } else {
+        plain::Plain::new(&url, &headers, CONNECT_TIMEOUT)
+    };
+    let mut client = reqwest::Client::builder()
+        .use_rustls_tls()
+        // Reading the system's CA store takes a few milliseconds: only
+        // when reqwest may speak TLS (not for plain http://).
+        .tls_built_in_native_certs(plain.is_none())
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(usize::MAX)
+        .connect_timeout(CONNECT_TIMEOUT)
+        // A redirect would be a second request timed as one: it is an error
+        // result, the same as on the plain path.
+        .redirect(reqwest::redirect::Policy::none());
+    if plan.target.http2 {
+        client = client.http2_prior_knowledge();
+    }
+    for cert in &plan.target.cacert {
+        client = client.add_root_certificate(cert.clone());
+    }
+    if plan.target.insecure {
+        client = client.danger_accept_invalid_certs(true);
+    }
+    let client = client
+        .build()
+        .map_err(|e| Error::msg(format!("cannot build the HTTP client: {e}")))?;
+    if !simulated {
+        runtime.block_on(async {
+            tokio::select! {
+                checked = preflight::check_server(&client, &headers, base, &url) => checked,
+                // Stopped: the run writes its results without sending.
+                () = shared.stop_signal.notified() => Ok(()),
+            }
+        })?;
+    }
+    Ok(Arc::new(exchange::Target {
+        client,
+        plain,
+        url,
+        headers,
+        timeout: Some(plan.limits.timeout),
+        max_answer_bytes: plan.limits.max_answer_bytes,
+        open_files_limit: crate::io::raise_open_files_limit(),
+        session_header: plan.body.session_header.clone(),
+        endpoint: plan.body.endpoint,
+        out_of_files: AtomicU8::new(0),
+    }))
 }

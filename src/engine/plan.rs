@@ -14,6 +14,7 @@ use super::schedule::Pace;
 use super::scrape;
 use crate::error::{Error, Result};
 use crate::simulator::SimOptions;
+use crate::simulator::profile::Profile;
 
 /// Everything a run needs besides its records and where its results go.
 #[derive(Clone, Debug)]
@@ -69,6 +70,10 @@ pub enum Server {
     Url(String),
     /// A simulated server started in process for the run.
     Sim(SimOptions),
+    /// The twin: a fitted profile's model serves every request in
+    /// virtual time, with no server and no wall clock (trace-sim
+    /// --offline, trace-sweep --offline).
+    Twin(Box<Profile>),
 }
 
 /// How requests are paced and which records are run.
@@ -147,8 +152,13 @@ impl TryFrom<&Args> for Plan {
             }
             let mut sim = SimOptions::from_flags(&simulated.sim_args)
                 .map_err(|e| Error::usage(format!("--sim-arg: {e} (give trace-sim's flags)")))?;
-            if let Some(p) = &args.profile {
-                sim.profile = Some(p.clone());
+            if let Some(p) = &args.twin.profile {
+                if !simulated.sim {
+                    return Err(Error::usage(
+                        "--profile applies to --sim (a server of your own serves itself)",
+                    ));
+                }
+                sim.twin.profile = Some(p.clone());
             }
             let server = match (&args.url, simulated.sim) {
                 (Some(url), _) => Server::Url(url.clone()),
@@ -221,5 +231,23 @@ impl Plan {
     /// Closed loop: timestamps are ignored.
     pub fn closed_loop(&self) -> bool {
         matches!(self.pacing.pace, Pace::Closed { .. })
+    }
+
+    /// The twin serves the run, in virtual time.
+    pub fn offline(&self) -> bool {
+        matches!(self.target.server, Server::Twin(_))
+    }
+
+    /// A run of the twin of `profile` in virtual time, with trace-replay's
+    /// defaults for everything else (`--model` named in every request
+    /// when given).
+    pub fn twin(profile: Profile, model: Option<String>) -> Result<Plan> {
+        use clap::Parser;
+        let defaults = Args::try_parse_from(["trace-replay", "--sim"])
+            .map_err(|e| Error::msg(format!("trace-replay's defaults: {e}")))?;
+        let mut plan = Plan::try_from(&defaults)?;
+        plan.target.server = Server::Twin(Box::new(profile));
+        plan.body.model = model;
+        Ok(plan)
     }
 }

@@ -317,15 +317,29 @@ pub(super) fn thread_cpu_ms() -> Option<f64> {
 }
 
 /// The end-of-run line on stderr, after the lateness warning if any.
+/// How long a run took.
+pub(super) struct Took {
+    /// On the wall clock, ms.
+    pub(super) elapsed_ms: Option<f64>,
+    /// The sending thread's CPU, ms.
+    pub(super) cpu_ms: Option<f64>,
+    /// In virtual time (the twin's run), ms.
+    pub(super) virtual_ms: Option<f64>,
+}
+
 pub(super) fn final_line(
     plan: &Plan,
     shared: &Shared,
     lag: &Dist,
     late: u64,
-    elapsed_ms: Option<f64>,
-    cpu_ms: Option<f64>,
+    took: Took,
     aborted: Option<&str>,
 ) {
+    let Took {
+        elapsed_ms,
+        cpu_ms,
+        virtual_ms,
+    } = took;
     if plan.quiet && shared.output_closed.load(Ordering::SeqCst) {
         return;
     }
@@ -339,6 +353,16 @@ pub(super) fn final_line(
         load(&c.timeouts),
         load(&c.cancelled),
     );
+    if let Some(ms) = virtual_ms {
+        // The twin's run: its own time, and what computing it took.
+        line.push_str(&format!(
+            " in {} of virtual time ({})",
+            crate::duration::human(round_us(ms)),
+            crate::duration::human(round_us(elapsed_ms.unwrap_or(0.0)))
+        ));
+        eprintln!("{}: {line}", cli::tool());
+        return;
+    }
     if let Some(ms) = elapsed_ms {
         line.push_str(&format!(" in {}", crate::duration::human(round_us(ms))));
     }

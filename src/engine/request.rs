@@ -83,6 +83,9 @@ pub struct Prepared {
     pub built: bool,
     /// The body as the endpoint takes it, when it differs from `body`.
     pub wire: Option<bytes::Bytes>,
+    /// The prompt's `hash_ids`, for a server that models a prefix cache
+    /// (the twin); empty otherwise.
+    pub blocks: Vec<u64>,
 }
 
 impl Prepared {

@@ -22,6 +22,10 @@ use crate::error::FieldError;
 use crate::json::Cursor;
 use crate::record::{MAX_SPAN_MS, MAX_TOKENS};
 
+/// The `error` of a record's result that was never sent: the run stopped
+/// first (a signal, or a sweep's run that could no longer pass).
+pub const NOT_SENT: &str = "not sent: the run was stopped";
+
 /// What happened to a request.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,

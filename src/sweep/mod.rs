@@ -105,9 +105,8 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["url", "sim"], requires = "profile")]
     pub offline: bool,
 
-    /// With --offline: the model's profile (trace-sim --fit's, or -o's).
-    #[arg(long, value_name = "FILE", requires = "offline")]
-    pub profile: Option<String>,
+    #[command(flatten)]
+    pub twin: crate::simulator::ProfileFlag,
 
     /// Model to name in every request (as trace-replay --model).
     #[arg(long, value_name = "NAME")]
@@ -174,8 +173,8 @@ pub struct Args {
     pub metrics: Option<String>,
 
     /// Time between two scrapes with --metrics.
-    #[arg(long, value_name = "D", default_value = "1s", requires = "metrics")]
-    pub metrics_every: String,
+    #[arg(long, value_name = "D", default_value = "1s", requires = "metrics", value_parser = engine::parse_every)]
+    pub metrics_every: f64,
 
     /// Also write the sweep to a spreadsheet FILE (.xlsx): a `sweep` sheet
     /// with the rows, and a sheet per run with every figure of its report.
@@ -412,9 +411,9 @@ pub struct Row {
     /// The report of its results (trace-summarize --format json, with the
     /// SLO).
     pub report: Report,
-    /// Ok and meeting every SLO, over every result.
+    /// Ok and meeting every SLO, over every request sent.
     pub attainment: Option<f64>,
-    /// Errors and timeouts, over every result.
+    /// Errors and timeouts, over every request sent.
     pub error_rate: Option<f64>,
     /// Whether the run met the SLO.
     pub passed: bool,
@@ -423,6 +422,9 @@ pub struct Row {
     /// What the server was doing during the run, from its scrape (with
     /// --metrics).
     pub server: Option<RunFigures>,
+    /// Records never sent: the run stopped early once it could no longer
+    /// pass. Attainment and error rate are over the others.
+    pub not_sent: u64,
 }
 
 /// Run trace-sweep.
@@ -445,7 +447,6 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
     }
     // Every run's flags are checked before the first run starts.
-    let twin = offline::Twin::new(args)?;
     let base = base_plan(args)?;
     let trace = Arc::new(Trace::read(&args.trace)?);
     trace.check_span(args)?;
@@ -471,7 +472,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
                 }
             }
         }
-        let (row, outcome) = match run_one(args, &base, twin.as_ref(), &trace, speed) {
+        let (row, outcome) = match run_one(args, &base, &trace, speed) {
             Ok(ran) => ran,
             Err(e) => {
                 // The rows so far still answer something.
@@ -502,7 +503,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
     if let Some(outcome) = stopped {
         return Ok(outcome);
     }
-    if answer.is_none() {
+    if answer.speed.is_none() {
         cli::warn(format!(
             "no speed met the SLO ({}): even the lowest run missed it",
             slo_text(args)
@@ -513,7 +514,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
 }
 
 /// The rows on standard output, and the plot.
-fn print_rows(args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+fn print_rows(args: &Args, rows: &[Row], answer: search::Answer) -> Result<()> {
     let mut out = Output::open(None)?;
     out.write_all(render(args, rows, answer).as_bytes())?;
     out.finish()?;
@@ -567,47 +568,48 @@ pub fn speed_label(speed: f64) -> String {
     format!("{speed}")
 }
 
-/// The plan every run shares: the server and trace-replay's flags
-/// (--replay-arg), read once, before the first run.
+/// The plan every run shares: the server (the twin's model with
+/// --offline) and trace-replay's flags (--replay-arg, the only ones given
+/// as text), read once, before the first run.
 fn base_plan(args: &Args) -> Result<engine::Plan> {
-    let mut argv: Vec<String> = vec!["trace-replay".into()];
-    match &args.url {
-        Some(url) => argv.extend(["--url".into(), url.clone()]),
-        None => argv.push("--sim".into()),
-    }
-    let sim_args = args.simulated.sim_args.iter();
-    argv.extend(sim_args.map(|a| format!("--sim-arg={a}")));
-    if let Some(model) = &args.model {
-        argv.extend(["--model".into(), model.clone()]);
-    }
-    if let Some(url) = &args.metrics {
-        let url = match (url.as_str(), &args.url) {
-            ("", Some(base)) => server_root(base)?,
-            (url, _) => url.to_string(),
-        };
-        if !url.is_empty() {
-            argv.extend(["--metrics-url".into(), url]);
-        }
-        // Each run's own file: see `run_one`.
-        argv.push(format!("--metrics-every={}", args.metrics_every));
-        argv.push("--metrics-out=speed.metrics.ndjson".into());
-    }
-    argv.extend(args.replay_args.iter().cloned());
-    let replay = engine::Args::try_parse_from(&argv).map_err(|e| {
-        let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or_default();
-        Error::usage(format!(
-            "--replay-arg: {} (give trace-replay's flags)",
-            first.strip_prefix("error: ").unwrap_or(first)
-        ))
-    })?;
+    let argv = ["trace-replay", "--sim"].into_iter().map(String::from);
+    let mut replay = engine::Args::try_parse_from(argv.chain(args.replay_args.iter().cloned()))
+        .map_err(|e| {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            Error::usage(format!(
+                "--replay-arg: {} (give trace-replay's flags)",
+                first.strip_prefix("error: ").unwrap_or(first)
+            ))
+        })?;
     if replay.dry_run {
         return Err(Error::usage(
             "--replay-arg=--dry-run: a sweep sends its runs; to see a run's schedule, give \
              trace-rescale --speed X's output to trace-replay --dry-run",
         ));
     }
-    engine::Plan::try_from(&replay)
+    replay.url = args.url.clone();
+    replay.simulated = args.simulated.clone();
+    replay.simulated.sim |= args.offline;
+    replay.model = args.model.clone();
+    if !args.offline {
+        replay.twin = args.twin.clone();
+    }
+    if let Some(url) = &args.metrics {
+        let url = match (url.as_str(), &args.url) {
+            ("", Some(base)) => server_root(base)?,
+            (url, _) => url.to_string(),
+        };
+        replay.metrics_url = (!url.is_empty()).then_some(url);
+        replay.metrics_every = args.metrics_every;
+        // Each run's own file: see `run_one`.
+        replay.metrics_out = Some("speed.metrics.ndjson".into());
+    }
+    let mut plan = engine::Plan::try_from(&replay)?;
+    if let Some(profile) = offline::profile(args)? {
+        plan.target.server = engine::Server::Twin(Box::new(profile));
+    }
+    Ok(plan)
 }
 
 /// `scheme://host:port` of a base URL: where its /metrics is.
@@ -666,6 +668,9 @@ struct Fold {
     agg: Aggregate,
     watch: Watch,
     opts: SummaryOptions,
+    /// Records the run never sent, once it stopped early: counted apart,
+    /// not as misses (the figures are over the requests sent).
+    not_sent: u64,
 }
 
 /// The sink of a run's fold (beside its results file).
@@ -688,6 +693,10 @@ impl Sink for LiveFold {
     fn take(&mut self, r: &ResultRecord) -> Result<bool> {
         let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let fold = &mut *guard;
+        if fold.watch.cannot_pass() && r.measure.error.as_deref() == Some(crate::result::NOT_SENT) {
+            fold.not_sent += 1;
+            return Ok(true);
+        }
         let (view, itl) = (metrics::view_of(r), &r.measure.itl_ms);
         view.check_limits(itl)
             .map_err(|e| Error::msg(format!("result {}: {e}", r.index + 1)))?;
@@ -708,7 +717,6 @@ impl Sink for LiveFold {
 fn run_one(
     args: &Args,
     base: &engine::Plan,
-    twin: Option<&offline::Twin>,
     trace: &Arc<Trace>,
     speed: f64,
 ) -> Result<(Row, Outcome)> {
@@ -728,6 +736,7 @@ fn run_one(
         agg: Aggregate::default(),
         watch: Watch::new(args, requests),
         opts: summary_options(args),
+        not_sent: 0,
     }));
     cli::note(format!(
         "speed {label}: replaying {requests} request{}{} to {}",
@@ -737,12 +746,9 @@ fn run_one(
     ));
     let sink = (Ndjson::open(Some(&results))?, LiveFold(fold.clone()));
     let records = trace.run_records(speed, args);
-    let outcome = match twin {
-        Some(twin) => twin.run(args, records, speed, sink)?,
-        None => match Engine::run(plan, records, sink) {
-            RunEnd::Failed(e) => return Err(e),
-            end => end.outcome()?,
-        },
+    let outcome = match Engine::run(plan, records, sink) {
+        RunEnd::Failed(e) => return Err(e),
+        end => end.outcome()?,
     };
     let fold = fold.lock().unwrap_or_else(PoisonError::into_inner);
     let stopped_early = fold.watch.cannot_pass();
@@ -781,10 +787,14 @@ fn run_one(
             if why.is_empty() {
                 (true, "passed".to_string())
             } else {
-                let early = if stopped_early {
-                    " (stopped early: it could no longer pass)"
-                } else {
-                    ""
+                let early = match (stopped_early, fold.not_sent) {
+                    (false, _) => String::new(),
+                    (true, 0) => " (stopped early: it could no longer pass)".into(),
+                    (true, n) => format!(
+                        " (stopped early: it could no longer pass; {n} request{} not sent, \
+                         not counted)",
+                        crate::text::plural(n)
+                    ),
                 };
                 (false, format!("{}{early}", why.join(", ")))
             }
@@ -802,6 +812,7 @@ fn run_one(
         passed,
         note,
         server,
+        not_sent: fold.not_sent,
     };
     Ok((row, outcome))
 }

@@ -11,6 +11,7 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+use super::search::Answer;
 use super::{Args, Row, speed_label};
 use crate::error::{Error, Result};
 use crate::metrics::SloMetric;
@@ -49,7 +50,7 @@ fn x_of(row: &Row, by_rate: bool) -> f64 {
     }
 }
 
-pub fn write(path: &Path, args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+pub fn write(path: &Path, args: &Args, rows: &[Row], answer: Answer) -> Result<()> {
     let mut svg = String::new();
     draw(&mut svg, args, rows, answer)?;
     let html = path
@@ -65,7 +66,8 @@ pub fn write(path: &Path, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
     std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
 }
 
-fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Result<()> {
+fn draw(svg: &mut String, args: &Args, rows: &[Row], found: Answer) -> Result<()> {
+    let answer = found.speed;
     let mut rows: Vec<&Row> = rows.iter().collect();
     let by_rate = rows.iter().all(|r| r.offered_rps.is_some());
     rows.sort_by(|a, b| x_of(a, by_rate).total_cmp(&x_of(b, by_rate)));
@@ -298,7 +300,11 @@ fn draw(svg: &mut String, args: &Args, rows: &[Row], answer: Option<f64>) -> Res
     }
     if let Some(b) = best {
         root.draw(&Text::new(
-            format!("answer: {}× (dashed vertical line)", speed_label(b.speed)),
+            format!(
+                "answer: {}{}× (dashed vertical line)",
+                if found.beyond { "at least " } else { "" },
+                speed_label(b.speed)
+            ),
             (WIDTH as i32 - 260, 8),
             ("sans-serif", 14).into_font(),
         ))

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
+use super::search::Answer;
 use super::{Args, Row, speed_label};
 use crate::error::Result;
 use crate::report::{self, Format, Report, Style};
@@ -106,6 +107,7 @@ fn columns(row: &Row) -> Vec<(String, Value)> {
         ("attainment".into(), json!(row.attainment)),
         ("goodput_per_s".into(), json!(goodput(r))),
         ("error_rate".into(), json!(row.error_rate)),
+        ("not_sent".into(), json!(row.not_sent)),
     ];
     // The distributions the report marks for a sweep, by percentile:
     // `ttft_p50_ms`.
@@ -193,7 +195,8 @@ fn server_table(style: Style, rows: &[&Row]) -> String {
     text
 }
 
-pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
+pub(super) fn render(args: &Args, rows: &[Row], found: Answer) -> String {
+    let answer = found.speed;
     // By speed, whatever order the search ran them in.
     let mut rows: Vec<&Row> = rows.iter().collect();
     rows.sort_by(|a, b| a.speed.total_cmp(&b.speed));
@@ -214,6 +217,7 @@ pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
                 "max_error_rate": args.max_error_rate,
                 "runs": runs,
                 "max_speed": answer,
+                "beyond_search": found.beyond,
                 "max_speed_requests_per_s": best.map(|b| b.report.throughput.requests_per_s),
                 "max_speed_output_tokens_per_s": best.map(|b| b.report.throughput.output_tokens_per_s),
             });
@@ -303,11 +307,17 @@ pub(super) fn render(args: &Args, rows: &[Row], answer: Option<f64>) -> String {
             }
             text.push_str(&match best {
                 Some(b) => format!(
-                    "max speed: {}× met the SLO: {} requests/s offered, {} ok/s, {} output tokens/s\n",
+                    "max speed: {}{}× met the SLO: {} requests/s offered, {} ok/s, {} output tokens/s{}\n",
+                    if found.beyond { "at least " } else { "" },
                     speed_label(b.speed),
                     b.offered_rps.map_or("-".into(), |v| report::number(Some(v), 2)),
                     report::number(b.report.throughput.requests_per_s, 2),
                     report::number(b.report.throughput.output_tokens_per_s, 1),
+                    if found.beyond {
+                        " (the highest speed tried: search higher to find where it stops)"
+                    } else {
+                        ""
+                    },
                 ),
                 None => "max speed: none (no run met the SLO)\n".to_string(),
             });
@@ -342,6 +352,7 @@ mod tests {
             passed: true,
             note: "passed".into(),
             server,
+            not_sent: 0,
         }
     }
 
@@ -381,7 +392,14 @@ mod tests {
     #[test]
     fn the_server_figures_of_each_run_in_every_format() {
         let rows = [row(1.0, Some(RunFigures::of(&[]))), row(2.0, Some(busy()))];
-        let table = render(&args(&["--metrics"]), &rows, Some(2.0));
+        let table = render(
+            &args(&["--metrics"]),
+            &rows,
+            Answer {
+                speed: Some(2.0),
+                beyond: false,
+            },
+        );
         let at = table.find("server during").unwrap();
         assert_eq!(
             &table[at..table.find("max speed").unwrap()],
@@ -390,12 +408,20 @@ mod tests {
              1×                -            -             -            -              -             -            -          -\n\
              2×              7.3            8          10.5           24          41.3%           90%          25%          3\n\n"
         );
-        let md = render(&args(&["--metrics", "--format", "markdown"]), &rows, None);
+        let md = render(
+            &args(&["--metrics", "--format", "markdown"]),
+            &rows,
+            Answer::default(),
+        );
         assert!(
             md.contains("| 2×    |          7.3 |           8 |         10.5 |          24 |         41.3% |          90% |         25% |         3 |"),
             "{md}"
         );
-        let csv = render(&args(&["--metrics", "--format", "csv"]), &rows, None);
+        let csv = render(
+            &args(&["--metrics", "--format", "csv"]),
+            &rows,
+            Answer::default(),
+        );
         let lines: Vec<&str> = csv.lines().collect();
         assert!(
             lines[0].ends_with(
@@ -420,7 +446,7 @@ mod tests {
         let j: Value = serde_json::from_str(&render(
             &args(&["--metrics", "--format", "json"]),
             &rows,
-            None,
+            Answer::default(),
         ))
         .unwrap();
         assert_eq!(
@@ -431,12 +457,16 @@ mod tests {
 
         // Without --metrics: null in JSON, no column elsewhere.
         let rows = [row(1.0, None)];
-        let j: Value =
-            serde_json::from_str(&render(&args(&["--format", "json"]), &rows, None)).unwrap();
+        let j: Value = serde_json::from_str(&render(
+            &args(&["--format", "json"]),
+            &rows,
+            Answer::default(),
+        ))
+        .unwrap();
         assert_eq!(j["runs"][0]["server"], Value::Null);
-        let csv = render(&args(&["--format", "csv"]), &rows, None);
+        let csv = render(&args(&["--format", "csv"]), &rows, Answer::default());
         assert!(!csv.contains("server"), "{csv}");
-        let table = render(&args(&[]), &rows, None);
+        let table = render(&args(&[]), &rows, Answer::default());
         assert!(!table.contains("server"), "{table}");
     }
 }

@@ -74,13 +74,32 @@ impl Plan {
         }
     }
 
-    /// The highest speed that met the SLO, so far.
-    pub fn answer(&self) -> Option<f64> {
+    /// The highest speed that met the SLO, so far, and whether it is the
+    /// highest speed tried (then the capacity is at least that).
+    pub fn answer(&self) -> Answer {
         match self {
-            Plan::List { best, .. } => *best,
-            Plan::Search(s) => s.pass,
+            Plan::List {
+                speeds, done, best, ..
+            } => Answer {
+                speed: *best,
+                beyond: best.is_some_and(|b| speeds[..*done].iter().all(|&s| s <= b)),
+            },
+            Plan::Search(s) => Answer {
+                speed: s.pass,
+                beyond: s.pass.is_some() && s.fail.is_none(),
+            },
         }
     }
+}
+
+/// What a sweep found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Answer {
+    /// The highest speed that met the SLO.
+    pub speed: Option<f64>,
+    /// It was the highest speed tried: no run failed above it, so the
+    /// capacity may be more (`--search` to a higher bound finds it).
+    pub beyond: bool,
 }
 
 impl Search {
@@ -121,7 +140,7 @@ mod tests {
     use super::*;
 
     /// The speeds a plan runs when runs pass up to `capacity`.
-    fn runs(mut plan: Plan, capacity: f64) -> (Vec<f64>, Option<f64>) {
+    fn runs(mut plan: Plan, capacity: f64) -> (Vec<f64>, Answer) {
         let mut seen = Vec::new();
         while let Some(s) = plan.next() {
             seen.push(s);
@@ -138,26 +157,46 @@ mod tests {
         // three digits, a pass); (3.25 − 3.13) / 3.13 = 3.8 %: done.
         let (seen, answer) = runs(Plan::search(0.25, 16.0, 0.05), 3.2);
         assert_eq!(seen, vec![0.25, 0.5, 1.0, 2.0, 4.0, 3.0, 3.5, 3.25, 3.13]);
-        assert_eq!(answer, Some(3.13));
+        let found = Answer {
+            speed: Some(3.13),
+            beyond: false,
+        };
+        assert_eq!(answer, found);
     }
 
     #[test]
     fn a_search_stops_at_its_top_and_at_a_failing_bottom() {
         let (seen, answer) = runs(Plan::search(1.0, 6.0, 0.05), 100.0);
         assert_eq!(seen, vec![1.0, 2.0, 4.0, 6.0]);
-        assert_eq!(answer, Some(6.0));
+        // Its top met the SLO: the capacity is at least that.
+        let at_least = Answer {
+            speed: Some(6.0),
+            beyond: true,
+        };
+        assert_eq!(answer, at_least);
         let (seen, answer) = runs(Plan::search(1.0, 16.0, 0.05), 0.5);
         assert_eq!(seen, vec![1.0]);
-        assert_eq!(answer, None);
+        assert_eq!(answer, Answer::default());
     }
 
     #[test]
     fn a_list_runs_every_speed_and_answers_the_highest_pass() {
         let (seen, answer) = runs(Plan::list(vec![0.5, 4.0, 1.0, 2.0]), 1.5);
         assert_eq!(seen, vec![0.5, 4.0, 1.0, 2.0]);
-        assert_eq!(answer, Some(1.0));
+        let found = Answer {
+            speed: Some(1.0),
+            beyond: false,
+        };
+        assert_eq!(answer, found);
         let (_, answer) = runs(Plan::list(vec![2.0, 4.0]), 1.0);
-        assert_eq!(answer, None);
+        assert_eq!(answer, Answer::default());
+        // The highest listed met it: at least that.
+        let (_, answer) = runs(Plan::list(vec![2.0, 4.0, 1.0]), 5.0);
+        let at_least = Answer {
+            speed: Some(4.0),
+            beyond: true,
+        };
+        assert_eq!(answer, at_least);
     }
 
     #[test]

@@ -44,6 +44,7 @@ mod sweep;
 mod synth;
 mod trust;
 mod twin;
+mod twin_engine;
 mod util;
 mod validate;
 mod xlsx;

@@ -63,7 +63,8 @@ fn offline(name: &str, trace: &str) -> Run {
         .args(["--offline", "--profile", "p.json"])
         .stdin(trace)
         .run();
-    run.ok();
+    // The replay's final line, in the twin's time.
+    run.code(0).stderr_has(" of virtual time (");
     run
 }
 
@@ -87,7 +88,25 @@ fn offline_results_come_at_the_models_exact_times() {
     assert_eq!(first["prompt_tokens"], 200);
     assert_eq!(first["completion_tokens"], 3);
     assert_eq!(first["cached_tokens"], 0);
-    assert_eq!(first["start_time"], "1970-01-01T00:00:00.000000Z");
+    // Relative timestamps: dated from when the run started (this year).
+    let year = &first["start_time"].as_str().unwrap()[..4];
+    assert!(year.parse::<u32>().unwrap() >= 2026, "{first}");
+    run.stderr_has(
+        "trace-sim: sent 2, ok 2, errors 0, timeouts 0, cancelled 0 in 38ms of virtual time (",
+    );
+}
+
+#[test]
+fn offline_results_of_an_epoch_trace_are_dated_from_it() {
+    // 1764374400000 ms since the epoch is 2025-11-29T00:00:00Z: the run
+    // starts when its trace did, and the second request 5 ms later.
+    let trace = "{\"timestamp\":1764374400000,\"input_length\":200,\"output_length\":3}\n\
+                 {\"timestamp\":1764374400005,\"input_length\":300,\"output_length\":2}\n";
+    let run = offline("twin-offline-epoch", trace);
+    let lines = run.json_lines();
+    assert_eq!(lines[0]["start_time"], "2025-11-29T00:00:00.000000Z");
+    assert_eq!(lines[1]["start_time"], "2025-11-29T00:00:00.005000Z");
+    assert_eq!(lines[1]["scheduled_ms"], 5.0);
 }
 
 #[test]
@@ -169,7 +188,7 @@ fn offline_then_fit(dir: &TestDir, profile: &str, trace: &str) -> Run {
         .cmd("trace-sim")
         .args(["--offline", "--profile", "p.json", "trace.jsonl"])
         .run();
-    run.ok();
+    run.code(0).stderr_has(" of virtual time (");
     std::fs::write(dir.join("a.ndjson"), &run.stdout).unwrap();
     dir.cmd("trace-sim")
         .args(["--fit", "a.ndjson", "-o", "fitted.json"])
@@ -422,10 +441,6 @@ fn a_sweep_offline_refuses_flags_that_need_a_server() {
              to scrape",
         ),
         (
-            &["--replay-arg=--max-concurrency=4"][..],
-            "trace-sweep: error: --replay-arg does not apply with --offline",
-        ),
-        (
             &["--warmup", "2"][..],
             "trace-sweep: error: --warmup does not apply",
         ),
@@ -494,12 +509,21 @@ fn ctrl_c_ends_an_offline_sweep_with_a_result_for_every_record() {
     let runs = j["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{j}");
     assert_eq!(runs[0]["note"], "interrupted");
-    // One result per record, the ones not done cancelled.
+    // One result per record, each index once; those never sent are
+    // cancelled with the replay's text.
     let lines = file_lines(&first);
     assert_eq!(lines.len(), n);
-    assert!(
-        lines.last().unwrap().contains("\"cancelled\""),
-        "{}",
-        lines[n - 1]
-    );
+    let mut seen = vec![false; n];
+    let mut not_sent = 0;
+    for line in &lines {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let i = r["index"].as_u64().unwrap() as usize;
+        assert!(!seen[i], "index {i} twice");
+        seen[i] = true;
+        if r["status"] == "cancelled" {
+            assert_eq!(r["error"], "not sent: the run was stopped", "{r}");
+            not_sent += 1;
+        }
+    }
+    assert!(not_sent > 0);
 }
