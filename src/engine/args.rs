@@ -138,6 +138,14 @@ pub struct Args {
     #[arg(long, value_name = "D", default_value = "10m", value_parser = crate::duration::parse_ms_arg)]
     pub timeout: f64,
 
+    /// Give up on a request (status `timeout`) when the server sends no
+    /// byte for this long: a stream gone silent (a dying server holds it
+    /// open). It bounds the wait for a stream's first token, so it must
+    /// outlast the longest prefill and queueing; a whole answer (--no-stream)
+    /// is bounded by --timeout alone until its body starts. 0 turns it off.
+    #[arg(long, value_name = "D", default_value = "2m", value_parser = crate::duration::parse_ms_arg)]
+    pub idle_timeout: f64,
+
     /// Fail a request (status `error`) whose answer would hold more than N
     /// bytes in memory: a whole body, or one line or event of a stream.
     /// K, M and G multiply by 1024, 1024^2 and 1024^3. An answer near N

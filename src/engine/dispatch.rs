@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::abort::{Context, FailWatch, Fate};
 use super::clock::{Clock, SPIN};
-use super::conversation::{self, Kept, Parent, Transcript};
+use super::conversation::{self, Kept, Parent};
 use super::exchange::{self, Target, skeleton};
 use super::feed::{READ_AHEAD, Read, Reading};
 use super::internal::{self, Stage};
@@ -653,7 +653,9 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
                 // What a later turn continues: the messages sent, the answer.
                 let conversation = match (req.keep, req.messages_span) {
                     (true, Some((start, end))) => {
-                        let answer = transcript.and_then(Transcript::message);
+                        let answer = transcript.and_then(|t| {
+                            conversation::answer_of(t, req.index, |w| shared.print(|| cli::warn(w)))
+                        });
                         let messages =
                             conversation::continued(&req.body[start..end], answer.as_ref());
                         let prompt = req.input_length.unwrap_or(0);

@@ -196,6 +196,7 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         url,
         headers,
         timeout: Some(plan.limits.timeout),
+        idle_timeout: plan.limits.idle_timeout,
         max_answer_bytes: plan.limits.max_answer_bytes,
         open_files_limit: crate::io::raise_open_files_limit(),
         session_header: plan.body.session_header.clone(),

@@ -28,6 +28,7 @@ mod otel_variants;
 mod panics;
 mod peers;
 mod pipes;
+mod protocols;
 mod real_server;
 mod real_traces;
 mod replay;
