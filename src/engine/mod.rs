@@ -46,7 +46,7 @@ pub use self::args::{Args, endpoint_url};
 pub use self::clock::{Clock, WallClock};
 pub use self::dry_run::dry_run;
 pub use self::feed::{InMemory, Records, TraceLines};
-pub use self::output::{Ndjson, Sink};
+pub use self::output::{Ndjson, Sink, Tee};
 pub use self::plan::{Limits, Pacing, Plan, Prompts, Scrape, Server, Target};
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

@@ -18,6 +18,7 @@ mod generate;
 mod golden;
 mod hostile;
 mod html;
+mod interrupted_pipeline;
 mod layers;
 mod limits;
 mod man;
