@@ -185,6 +185,13 @@ impl Reading {
             self.done = true;
             return;
         }
+        // An event that says something before the opening one (a ping
+        // says nothing): its figures would be taken out of order.
+        let says =
+            a.results.is_some() || a.content || a.finish_reason.is_some() || a.usage.is_some();
+        if says && !self.started {
+            return self.foreign(&format!("an event before {start}: {}", shown(data)));
+        }
         if let Some(t) = &mut self.transcript {
             t.take(data);
         }
@@ -763,6 +770,19 @@ data: [DONE]\n\n";
         assert!(m.done);
         assert_eq!(m.measure.error, None);
         assert_eq!(m.measure.prompt_tokens, Some(3));
+        let delta =
+            b"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n";
+        let m = feed_to(Endpoint::Messages, &[&delta[..], start, stop].concat());
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some(
+                "not a /v1/messages stream: an event before message_start: \
+                 {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}"
+            )
+        );
+        let ping = b"data: {\"type\":\"ping\"}\n\n";
+        let m = feed_to(Endpoint::Messages, &[&ping[..], start, stop].concat());
+        assert_eq!(m.measure.error, None);
         let m = feed_to(Endpoint::Messages, stop);
         assert_eq!(
             m.measure.error.as_deref(),

@@ -128,6 +128,12 @@ fn by_case(head: &str, body: &str) -> Answer {
             )
     } else if case("case-chat-shape") {
         CHAT_SHAPE.to_string()
+    } else if case("case-reorder") {
+        // Messages only: the usage and stop reason before the start.
+        let ok = messages_ok(&["Hello"]);
+        let at = ok.find("event: message_delta").unwrap();
+        let end = ok.find("event: message_stop").unwrap();
+        format!("{}{}{}", &ok[at..end], &ok[..at], &ok[end..])
     } else if case("case-stop-only") && messages {
         ev("message_stop", &json!({"type": "message_stop"}))
     } else if case("case-stop-only") {
@@ -207,6 +213,7 @@ fn a_messages_stream_is_read_by_its_own_rules() {
         "case-stop-only",
         "case-after-stop",
         "case-fine",
+        "case-reorder",
     ]);
     let run = run_stdin(
         "trace-replay",
@@ -229,6 +236,16 @@ fn a_messages_stream_is_read_by_its_own_rules() {
             // What follows message_stop is not read: the answer is whole.
             o("ok", "", "end_turn", json!(14), json!(6)),
             o("ok", "", "end_turn", json!(14), json!(6)),
+            o(
+                "error",
+                "not a /v1/messages stream: an event before message_start: \
+                 {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_toke",
+                // The misplaced event's figures are not taken; message_start's
+                // are: 10 + 4 cached, 1 out.
+                "",
+                json!(14),
+                json!(1)
+            ),
         ]
     );
 }
