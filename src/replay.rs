@@ -19,6 +19,14 @@ pub fn run(args: &Args) -> Result<Outcome> {
         dry_run(&plan, records, output)?;
         return Ok(Outcome::Success);
     }
+    if let (Some(keep), Some(out)) = (&args.keep, output) {
+        if keep.as_path() == out {
+            return Err(crate::error::Error::usage(format!(
+                "--keep {}: the same file as --output; give --keep another file",
+                keep.display()
+            )));
+        }
+    }
     let out = Ndjson::open(output)?;
     match &args.keep {
         Some(keep) => {

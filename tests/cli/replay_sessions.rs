@@ -839,3 +839,18 @@ fn embeddings_send_an_input_and_read_vllms_answer() {
         ]
     );
 }
+
+#[test]
+fn keep_refuses_the_output_file_itself() {
+    let dir = TestDir::new("replay-keep-same");
+    dir.write("t.jsonl", text_trace(2, 10, 2));
+    let run = dir.run(
+        "trace-replay",
+        &["--sim", "--keep", "r.ndjson", "-o", "r.ndjson", "t.jsonl"],
+    );
+    run.code(2);
+    run.stderr_is(
+        "trace-replay: error: --keep r.ndjson: the same file as --output; give --keep another file\n",
+    );
+    assert!(!dir.join("r.ndjson").exists());
+}
