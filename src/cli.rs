@@ -161,6 +161,59 @@ pub fn longest_secret() -> usize {
 }
 static WARNINGS: AtomicU64 = AtomicU64::new(0);
 
+/// The tools that read records from a pipe and do their job at its end,
+/// with no signal handling of their own (trace-replay, trace-sim and
+/// trace-sweep have theirs; trace-gen reads nothing).
+const PIPE_READERS: [&str; 6] = [
+    "trace-convert",
+    "trace-validate",
+    "trace-slice",
+    "trace-rescale",
+    "trace-synth",
+    "trace-summarize",
+];
+
+/// A Ctrl-C came while reading a pipe (see [`read_on_after_ctrl_c`]).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_first_ctrl_c(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C reaches every process of a pipeline at once. A tool reading a
+/// pipe lets the first one pass: the tools upstream are finishing (a
+/// replay writes its cancelled results), so it reads on to the end of its
+/// input, does its job on what came, and exits 130. The second Ctrl-C
+/// stops it at once, by the signal's default action (the handler is
+/// reset as it runs). Nothing changes when standard input is not a pipe,
+/// or when SIGINT is ignored (a background job).
+fn read_on_after_ctrl_c() {
+    // SAFETY: fstat(2) on descriptor 0 into a zeroed stat, and
+    // sigaction(2) with a zeroed, then filled, action whose handler only
+    // stores to an atomic (async-signal-safe).
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(0, &raw mut st) != 0 {
+            return;
+        }
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
+            return;
+        }
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGINT, std::ptr::null(), &raw mut old) != 0
+            || old.sa_sigaction == libc::SIG_IGN
+        {
+            return;
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_first_ctrl_c as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+        libc::sigemptyset(&raw mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &raw const action, std::ptr::null_mut());
+    }
+}
+
 /// The running tool's name, for the `TOOL: ` prefix of diagnostics.
 pub fn tool() -> &'static str {
     TOOL.get().copied().unwrap_or("tracekit")
@@ -173,6 +226,9 @@ pub fn tool() -> &'static str {
 /// `TOOL: error: …` and exits 2.
 pub fn main<A: Parser>(name: &'static str, run: fn(&A) -> Result<Outcome>) -> ExitCode {
     let _ = TOOL.set(name);
+    if PIPE_READERS.contains(&name) {
+        read_on_after_ctrl_c();
+    }
     let args = match A::try_parse() {
         Ok(args) => args,
         Err(err) if err.use_stderr() => {
@@ -242,6 +298,16 @@ pub fn exit(result: Result<Outcome>) -> ! {
 }
 
 fn status(result: Result<Outcome>) -> u8 {
+    // Interrupted while reading a pipe: the job is done on what came, and
+    // the status says it was cut short (a closed output too: the tool
+    // downstream is stopping as well).
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        match &result {
+            Ok(_) => return 130,
+            Err(err) if err.is_broken_pipe() => return 130,
+            Err(_) => {}
+        }
+    }
     match result {
         Ok(Outcome::Success) => 0,
         Ok(Outcome::Negative) => 1,

@@ -5,7 +5,7 @@
 //! are the trace's lines, its results are written as NDJSON.
 
 use crate::cli::Outcome;
-use crate::engine::{Engine, Ndjson, Plan, TraceLines, dry_run};
+use crate::engine::{Engine, Ndjson, Plan, Tee, TraceLines, dry_run};
 use crate::error::Result;
 
 pub use crate::engine::Args;
@@ -19,5 +19,20 @@ pub fn run(args: &Args) -> Result<Outcome> {
         dry_run(&plan, records, output)?;
         return Ok(Outcome::Success);
     }
-    Engine::run(plan, records, Ndjson::open(output)?).outcome()
+    if let (Some(keep), Some(out)) = (&args.keep, output) {
+        if keep.as_path() == out {
+            return Err(crate::error::Error::usage(format!(
+                "--keep {}: the same file as --output; give --keep another file",
+                keep.display()
+            )));
+        }
+    }
+    let out = Ndjson::open(output)?;
+    match &args.keep {
+        Some(keep) => {
+            let kept = Ndjson::open(Some(keep))?;
+            Engine::run(plan, records, Tee::new(out, kept, keep)).outcome()
+        }
+        None => Engine::run(plan, records, out).outcome(),
+    }
 }

@@ -31,7 +31,7 @@ impl Api for Messages {
     fn about(&self) -> About {
         About::conversation("/v1/messages", &Messages)
             .no_results("no content in the answer")
-            .end_event("message_stop")
+            .typed_stream("message_start", "message_stop")
     }
 
     /// The single pass where it can, else serde.
@@ -370,9 +370,13 @@ fn scan(b: &[u8]) -> Option<Answer<'_>> {
             a.results = Some(1);
             a.content = content.iter().any(|&c| c);
         }
-        Some("message_start") => a.results = Some(0),
+        Some("message_start") => {
+            a.results = Some(0);
+            a.start = true;
+        }
         Some("content_block_start") => a.results = Some(1),
         Some("message_stop") => a.end = true,
+        None => a.untyped = true,
         _ => {}
     }
     Some(a)
@@ -423,6 +427,7 @@ fn by_value(bytes: &[u8]) -> serde_json::Result<Answer<'static>> {
         }
         Some("message_start") => {
             a.results = Some(0);
+            a.start = true;
             a.usage = anthropic_usage(v.pointer("/message/usage"));
         }
         Some("content_block_start") => a.results = Some(1),
@@ -438,6 +443,7 @@ fn by_value(bytes: &[u8]) -> serde_json::Result<Answer<'static>> {
             a.usage = anthropic_usage(v.get("usage"));
         }
         Some("message_stop") => a.end = true,
+        None => a.untyped = true,
         _ => {}
     }
     Ok(a)

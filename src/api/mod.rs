@@ -93,6 +93,12 @@ pub struct About {
     /// The name of the event that ends a stream, for the error of a
     /// stream cut off.
     pub end_event: &'static str,
+    /// The event a stream of typed events must open with (`None`: a
+    /// stream of chat's shape, ended by `[DONE]`). A stream of such an
+    /// endpoint is judged by its own protocol: each event has a `type`,
+    /// the opening event comes before the end event, and `[DONE]` is not
+    /// its end.
+    pub start_event: Option<&'static str>,
 }
 
 /// Which of a record's prompts an endpoint takes.
@@ -121,6 +127,7 @@ impl About {
             generation: Some(generation),
             no_results: "no choices in the answer",
             end_event: "[DONE]",
+            start_event: None,
         }
     }
 
@@ -132,6 +139,7 @@ impl About {
             generation: None,
             no_results: "no choices in the answer",
             end_event: "[DONE]",
+            start_event: None,
         }
     }
 
@@ -149,10 +157,14 @@ impl About {
         About { no_results, ..self }
     }
 
-    /// The same, whose streams end with the event `end_event`, not
-    /// `[DONE]`.
-    pub const fn end_event(self, end_event: &'static str) -> About {
-        About { end_event, ..self }
+    /// The same, whose streams are typed events that open with the event
+    /// `start` and end with the event `end`, not `[DONE]`.
+    pub const fn typed_stream(self, start: &'static str, end: &'static str) -> About {
+        About {
+            start_event: Some(start),
+            end_event: end,
+            ..self
+        }
     }
 }
 
@@ -218,6 +230,11 @@ pub trait Api: Sync {
     /// The name of the event that ends a stream (the `end_event` of [`About`]).
     fn end_event(&self) -> &'static str {
         self.about().end_event
+    }
+
+    /// The event a typed stream opens with (the `start_event` of [`About`]).
+    fn start_event(&self) -> Option<&'static str> {
+        self.about().start_event
     }
 
     /// The body sent for a request built in chat's form (`messages`,
@@ -299,6 +316,12 @@ pub struct Answer<'a> {
     /// The object is the event that ends a stream (endpoints whose streams
     /// end with an event of their own, not `[DONE]`).
     pub end: bool,
+    /// The object is the event that opens a typed stream
+    /// ([`About::start_event`]).
+    pub start: bool,
+    /// The object has no `type` string: no event of a typed stream (a
+    /// chunk of chat's shape, say).
+    pub untyped: bool,
 }
 
 /// `usage`: the token counts, each when it is a non-negative integer.

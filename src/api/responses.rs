@@ -22,7 +22,7 @@ impl Api for Responses {
     fn about(&self) -> About {
         About::conversation("/v1/responses", &Responses)
             .no_results("no output in the answer")
-            .end_event("response.completed")
+            .typed_stream("response.created", "response.completed")
     }
 
     /// The single pass where it can, else serde.
@@ -290,10 +290,15 @@ fn scan(b: &[u8]) -> Option<Answer<'_>> {
             a.results = Some(1);
             a.content = content;
         }
-        Some("response.created" | "response.in_progress") => a.results = Some(0),
-        Some("response.completed" | "response.incomplete" | "response.failed") => a.end = true,
-        // Its error is the event itself.
-        Some("error") => return None,
+        Some("response.created") => {
+            a.results = Some(0);
+            a.start = true;
+        }
+        Some("response.in_progress") => a.results = Some(0),
+        Some("response.completed" | "response.incomplete") => a.end = true,
+        // Its error is the event itself; a failure's is in its response.
+        Some("error" | "response.failed") => return None,
+        None => a.untyped = true,
         _ => {}
     }
     Some(a)
@@ -314,8 +319,13 @@ fn by_value(bytes: &[u8]) -> serde_json::Result<Answer<'static>> {
                 a.content = items.iter().any(has_output);
             }
             ended(&v, &mut a);
+            a.untyped = true;
         }
-        Some("response.created" | "response.in_progress") => a.results = Some(0),
+        Some("response.created") => {
+            a.results = Some(0);
+            a.start = true;
+        }
+        Some("response.in_progress") => a.results = Some(0),
         Some(t) if DELTAS.contains(&t) => {
             a.results = Some(1);
             a.content = filled(v.get("delta"));
@@ -323,10 +333,13 @@ fn by_value(bytes: &[u8]) -> serde_json::Result<Answer<'static>> {
         Some("response.completed" | "response.incomplete" | "response.failed") => {
             a.end = true;
             if let Some(r) = v.get("response") {
-                ended(r, &mut a);
                 if a.error.is_none() {
                     a.error = r.get("error").filter(|e| !e.is_null()).cloned();
                 }
+                ended(r, &mut a);
+            }
+            if a.error.is_none() && v.get("type").is_some_and(|t| t == "response.failed") {
+                a.error = Some(json!({"message": "response.failed without an error object"}));
             }
         }
         Some("error") => a.error = Some(v.clone()),
@@ -343,8 +356,16 @@ fn has_output(item: &Value) -> bool {
 }
 
 /// A finished response's finish reason (why it is incomplete, else its
-/// status) and usage.
+/// status) and usage; a failed one without an error object is an error
+/// all the same (its status says so).
 fn ended(r: &Value, a: &mut Answer) {
+    if r.get("status").and_then(Value::as_str) == Some("failed")
+        && r.get("error").is_none_or(Value::is_null)
+    {
+        a.error.get_or_insert_with(
+            || json!({"message": "the response failed (status \"failed\") without an error object"}),
+        );
+    }
     a.finish_reason = r
         .pointer("/incomplete_details/reason")
         .or_else(|| r.get("status"))

@@ -16,7 +16,8 @@ pub(super) const EXAMPLES: &str = "\
 Exit status: 0 when the run ended (even if requests failed: their results
 say so; gate on them with trace-summarize --fail-if), 2 on trouble (bad
 usage, unreadable input, a malformed record, a server that cannot be
-reached), 3 when the run stopped early because its first --abort-after
+reached, an output closed before every result was written: --keep FILE
+keeps them), 3 when the run stopped early because its first --abort-after
 requests all failed (after a result was written for every record), 130
 when interrupted by Ctrl-C (143 by SIGTERM, 129 by SIGHUP) after every
 result was written.
@@ -25,9 +26,10 @@ Examples:
   A demo with the built-in simulated server:
     trace-replay --sim trace.jsonl | trace-summarize
 
-  A vLLM server, exact output lengths, results kept:
+  A vLLM server, exact output lengths, results kept (whatever becomes of
+  trace-summarize: a Ctrl-C, a closed pipe):
     trace-replay --url http://127.0.0.1:8000 --model meta-llama/Llama-3.1-8B \\
-        --ignore-eos trace.jsonl | tee results.ndjson | trace-summarize
+        --ignore-eos --keep results.ndjson trace.jsonl | trace-summarize
 
   Ten minutes of production logs at twice the speed, at most 64 in flight:
     trace-convert --from litellm logs.json | trace-slice --to 10m \\
@@ -67,6 +69,14 @@ pub struct Args {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    /// Also write each result to FILE, flushed line by line as the output
+    /// is (a tee of the results): piped into another tool, the run keeps
+    /// every result on disk whatever becomes of that tool (a Ctrl-C, a
+    /// closed pipe), and goes on to its end when the output closes. `.gz`
+    /// and `.zst` names are compressed.
+    #[arg(long, value_name = "FILE")]
+    pub keep: Option<std::path::PathBuf>,
 
     /// Base URL of the server (`http://host:port`; a trailing `/v1` is
     /// fine; a URL ending in `/completions` is used as it is).
@@ -135,6 +145,14 @@ pub struct Args {
     /// Give up on a request after this long (status `timeout`).
     #[arg(long, value_name = "D", default_value = "10m", value_parser = crate::duration::parse_ms_arg)]
     pub timeout: f64,
+
+    /// Give up on a request (status `timeout`) when the server sends no
+    /// byte for this long: a stream gone silent (a dying server holds it
+    /// open). It bounds the wait for a stream's first token, so it must
+    /// outlast the longest prefill and queueing; a whole answer (--no-stream)
+    /// is bounded by --timeout alone until its body starts. 0 turns it off.
+    #[arg(long, value_name = "D", default_value = "2m", value_parser = crate::duration::parse_ms_arg)]
+    pub idle_timeout: f64,
 
     /// Fail a request (status `error`) whose answer would hold more than N
     /// bytes in memory: a whole body, or one line or event of a stream.

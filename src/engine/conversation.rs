@@ -92,24 +92,42 @@ impl Transcript {
         self.answered |= answered;
     }
 
-    /// The assistant message, or `None` when no choice came back.
-    pub fn message(self) -> Option<Value> {
+    /// The assistant message, or `None` when no choice came back. A call
+    /// the server gave no id of its own (none, an empty one, one not a
+    /// string, or one an earlier call of the answer has) gets a made-up
+    /// one, unique in the run: every API refuses a later turn whose calls
+    /// and tool results go under `""` or share an id. `made_up` is told
+    /// how many were made up.
+    pub fn message(self, made_up: impl FnOnce(usize)) -> Option<Value> {
         if !self.answered {
             return None;
         }
         let mut m = Map::new();
         m.insert("role".into(), json!("assistant"));
+        let mut seen: Vec<String> = Vec::new();
+        let mut invented = 0;
         let calls: Vec<Value> = self
             .tool_calls
             .into_iter()
             .map(|c| {
+                let id = match c.id.filter(|id| !id.is_empty() && !seen.contains(id)) {
+                    Some(id) => id,
+                    None => {
+                        invented += 1;
+                        made_up_id()
+                    }
+                };
+                seen.push(id.clone());
                 json!({
-                    "id": c.id.unwrap_or_default(),
+                    "id": id,
                     "type": "function",
                     "function": {"name": c.name, "arguments": c.arguments},
                 })
             })
             .collect();
+        if invented > 0 {
+            made_up(invented);
+        }
         // OpenAI's shape: content is null when the answer is only calls.
         let content = if self.content.is_empty() && !calls.is_empty() {
             Value::Null
@@ -122,6 +140,37 @@ impl Transcript {
         }
         Some(Value::Object(m))
     }
+}
+
+/// The assistant message of record `index`'s answer, as
+/// [`Transcript::message`] makes it; `warn` is given the warning, the first
+/// time in the process that ids are made up (one answer without ids
+/// usually means all of them).
+pub fn answer_of(t: Transcript, index: u64, warn: impl FnOnce(String)) -> Option<Value> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    t.message(|n| {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            warn(format!(
+                "record {}: the answer's tool call{} came without a usable id (none, empty, \
+                 not a string, or repeated): sent back under made-up id{} (call_tracekit_N), \
+                 with the tool results that answer {}; later answers like it are not named",
+                index + 1,
+                crate::text::plural(n as u64),
+                crate::text::plural(n as u64),
+                if n == 1 { "it" } else { "them" },
+            ));
+        }
+    })
+}
+
+/// A tool call id no server gives: `call_tracekit_N`, N counting the
+/// process's made-up ids from 1 (letters, digits and `_` only, as the
+/// Messages API asks of ids).
+fn made_up_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("call_tracekit_{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A conversation as sent and answered: the JSON text of its messages,
@@ -410,7 +459,7 @@ mod tests {
             t.take(event.as_bytes());
         }
         assert_eq!(
-            t.message().unwrap(),
+            t.message(|_| panic!("no id made up")).unwrap(),
             json!({"role": "assistant", "content": "Hello", "tool_calls": [
                 {"id": "call_1", "type": "function",
                  "function": {"name": "get_weather", "arguments": "{\"city\":1}"}}]})
@@ -424,12 +473,52 @@ mod tests {
             br#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"[]"}}]}}]}"#,
         );
         assert_eq!(
-            t.message().unwrap(),
+            t.message(|_| panic!("no id made up")).unwrap(),
             json!({"role": "assistant", "content": null, "tool_calls": [
                 {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
                 {"id": "b", "type": "function", "function": {"name": "g", "arguments": "[]"}}]})
         );
-        assert_eq!(Transcript::new(Endpoint::Chat).message(), None);
+        assert_eq!(Transcript::new(Endpoint::Chat).message(|_| {}), None);
+    }
+
+    #[test]
+    fn calls_without_a_usable_id_get_unique_made_up_ones() {
+        let mut t = Transcript::new(Endpoint::Chat);
+        // No id, an empty one, a number, a good one, the good one again.
+        for call in [
+            r#"{"index":0,"function":{"name":"a","arguments":"{}"}}"#,
+            r#"{"index":1,"id":"","function":{"name":"b","arguments":"{}"}}"#,
+            r#"{"index":2,"id":7,"function":{"name":"c","arguments":"{}"}}"#,
+            r#"{"index":3,"id":"live_1","function":{"name":"d","arguments":"{}"}}"#,
+            r#"{"index":4,"id":"live_1","function":{"name":"e","arguments":"{}"}}"#,
+        ] {
+            t.take(
+                format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{call}]}}}}]}}"#)
+                    .as_bytes(),
+            );
+        }
+        let mut told = 0;
+        let m = t.message(|n| told = n).unwrap();
+        assert_eq!(told, 4);
+        let ids: Vec<&str> = m["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        // The made-up ids count up from where the process is; each is new.
+        assert_eq!(ids[3], "live_1");
+        let made: Vec<u64> = [0, 1, 2, 4]
+            .iter()
+            .map(|&i| {
+                ids[i]
+                    .strip_prefix("call_tracekit_")
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(made.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     }
 
     #[test]

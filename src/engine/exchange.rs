@@ -23,6 +23,9 @@ pub struct Target {
     pub url: reqwest::Url,
     pub headers: reqwest::header::HeaderMap,
     pub timeout: Option<Duration>,
+    /// `--idle-timeout`: a streamed answer awaited, or any answer's body
+    /// read, with no byte for this long ends as a timeout.
+    pub idle_timeout: Option<Duration>,
     /// The most bytes one answer may hold in memory (--max-answer-bytes).
     pub max_answer_bytes: usize,
     /// Plain `http://` without --http2 goes this leaner way.
@@ -56,12 +59,24 @@ pub struct Reading {
     endpoint: Endpoint,
     /// The data of the event that ends a stream.
     stream_end: &'static [u8],
+    /// The event a typed stream opens with, if the endpoint's streams are
+    /// typed events ([`crate::api::About::start_event`]).
+    start_event: Option<&'static str>,
+    /// The opening event came.
+    started: bool,
     pub measure: Measure,
     pub last_content_ms: Option<f64>,
     pub done: bool,
+    /// No byte came for `--idle-timeout`: the request ended there.
+    pub idle: bool,
     /// The answer's text and tool calls, for requests a later turn may
     /// continue.
     pub transcript: Option<Transcript>,
+}
+
+/// The start of an event's data, on one line, as an error shows it.
+fn shown(data: &[u8]) -> String {
+    one_line(&String::from_utf8_lossy(&data[..data.len().min(80)]))
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -73,9 +88,12 @@ impl Reading {
         Reading {
             endpoint,
             stream_end: endpoint.api().stream_end(),
+            start_event: endpoint.api().start_event(),
+            started: false,
             measure: Measure::default(),
             last_content_ms: None,
             done: false,
+            idle: false,
             transcript: None,
         }
     }
@@ -127,28 +145,71 @@ impl Reading {
         }
     }
 
-    /// One SSE event's data.
+    /// One SSE event's data. The answer ends where its protocol says:
+    /// what comes after its end event is not read.
     fn take_event(&mut self, data: &[u8], at_ms: f64) {
+        if self.done {
+            return;
+        }
         let data = data.trim_ascii();
-        if data == self.stream_end {
+        if data.is_empty() {
+            return;
+        }
+        let Some(start) = self.start_event else {
+            if data == self.stream_end {
+                self.done = true;
+                return;
+            }
+            if let Some(t) = &mut self.transcript {
+                t.take(data);
+            }
+            match self.endpoint.read(data) {
+                Ok(a) => self.take_answer(a, at_ms, false),
+                Err(_) => self.malformed(data),
+            }
+            return;
+        };
+        // A typed stream: each event has a `type`, the opening one first.
+        let a = match self.endpoint.read(data) {
+            Ok(a) if a.untyped => {
+                return self.foreign(&format!("an event without a type: {}", shown(data)));
+            }
+            Ok(a) => a,
+            Err(_) if data == b"[DONE]" => return self.foreign("[DONE], the end of a chat stream"),
+            Err(_) => return self.malformed(data),
+        };
+        self.started |= a.start;
+        if a.end && !self.started {
+            let end = self.endpoint.api().end_event();
+            self.foreign(&format!("{end} before {start}"));
             self.done = true;
             return;
         }
-        if data.is_empty() {
-            return;
+        // An event that says something before the opening one (a ping
+        // says nothing): its figures would be taken out of order.
+        let says =
+            a.results.is_some() || a.content || a.finish_reason.is_some() || a.usage.is_some();
+        if says && !self.started {
+            return self.foreign(&format!("an event before {start}: {}", shown(data)));
         }
         if let Some(t) = &mut self.transcript {
             t.take(data);
         }
-        match self.endpoint.read(data) {
-            Ok(a) => self.take_answer(a, at_ms, false),
-            Err(_) => {
-                let shown = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
-                self.measure
-                    .error
-                    .get_or_insert(format!("malformed SSE event: {}", one_line(&shown)));
-            }
-        }
+        self.take_answer(a, at_ms, false);
+    }
+
+    fn malformed(&mut self, data: &[u8]) {
+        self.measure
+            .error
+            .get_or_insert(format!("malformed SSE event: {}", shown(data)));
+    }
+
+    /// A stream that is not of the endpoint's protocol: `what` came.
+    fn foreign(&mut self, what: &str) {
+        let path = self.endpoint.path();
+        self.measure
+            .error
+            .get_or_insert(format!("not a {path} stream: {what}"));
     }
 }
 
@@ -314,9 +375,39 @@ async fn request<'a>(
     }
 }
 
+/// `wait`, unless `idle` passes first (`None`: then the request is
+/// marked idle, its error saying for how long nothing came).
+async fn within<T>(
+    idle: Option<Duration>,
+    m: &mut Reading,
+    sent: Instant,
+    wait: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let Some(idle) = idle else {
+        return Some(wait.await);
+    };
+    match tokio::time::timeout(idle, wait).await {
+        Ok(v) => Some(v),
+        Err(_) => {
+            m.idle = true;
+            m.measure.e2e_ms = Some(ms_since(sent));
+            let d = crate::duration::human(idle.as_secs_f64() * 1000.0);
+            m.measure.error = Some(format!("no byte from the server for {d} (--idle-timeout)"));
+            None
+        }
+    }
+}
+
 async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Reading) {
     super::internal::fail_point(super::internal::Stage::Exchange, req.index);
-    let (status, sse, mut body) = match request(target, req).await {
+    // A whole answer's head comes only once it is generated: its wait is
+    // --timeout's alone.
+    let idle = target.idle_timeout;
+    let head_idle = idle.filter(|_| req.stream);
+    let Some(answer) = within(head_idle, m, sent, request(target, req)).await else {
+        return;
+    };
+    let (status, sse, mut body) = match answer {
         Ok(answer) => answer,
         Err(e) => {
             m.measure.error = Some(e);
@@ -326,7 +417,13 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
     m.measure.http_status = Some(status.as_u16());
     let mut parser = SseParser::default();
     let mut whole = Vec::new();
-    while let Some(chunk) = body.next(target).await {
+    loop {
+        let Some(next) = within(idle, m, sent, body.next(target)).await else {
+            return;
+        };
+        let Some(chunk) = next else {
+            break;
+        };
         match chunk {
             Ok(bytes) => {
                 let at = ms_since(sent);
@@ -473,6 +570,8 @@ pub enum Ending {
     Finished,
     /// `--timeout` ran out first.
     TimedOut,
+    /// No byte came for `--idle-timeout`.
+    Idle,
     /// The run was stopped first.
     Cancelled,
 }
@@ -509,6 +608,11 @@ pub async fn send(
             ending = limited => ending,
             () = cancel => Ending::Cancelled,
         }
+    };
+    let ending = if ending == Ending::Finished && m.idle {
+        Ending::Idle
+    } else {
+        ending
     };
     let transcript = m.transcript.take().filter(|_| ending == Ending::Finished);
     result.measure = m.measure;
@@ -558,6 +662,12 @@ pub fn settle(m: &mut Measure, ending: Ending) {
             Status::Timeout,
             Some("no complete answer within --timeout".into()),
         )
+    } else if ending == Ending::Idle {
+        let said = m.error.take();
+        (
+            Status::Timeout,
+            said.or_else(|| Some("no byte from the server for --idle-timeout".into())),
+        )
     } else if let Some(e) = m.error.take() {
         (Status::Error, Some(e))
     } else if !http_ok {
@@ -599,7 +709,11 @@ mod tests {
     }
 
     fn feed_all(stream: &[u8]) -> Reading {
-        let mut m = Reading::new(Endpoint::Chat);
+        feed_to(Endpoint::Chat, stream)
+    }
+
+    fn feed_to(endpoint: Endpoint, stream: &[u8]) -> Reading {
+        let mut m = Reading::new(endpoint);
         let mut p = SseParser::default();
         let mut t = 0.0;
         for chunk in stream.chunks(7) {
@@ -642,6 +756,71 @@ data: [DONE]\n\n";
         assert_eq!(
             m.measure.error.as_deref(),
             Some("malformed SSE event: {not json")
+        );
+    }
+
+    #[test]
+    fn a_typed_stream_ends_where_its_protocol_says_and_is_of_its_protocol() {
+        let start =
+            b"data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n";
+        let stop = b"data: {\"type\":\"message_stop\"}\n\n";
+        let late =
+            b"data: {not json\n\ndata: {\"type\":\"error\",\"error\":{\"message\":\"late\"}}\n\n";
+        let m = feed_to(Endpoint::Messages, &[&start[..], stop, late].concat());
+        assert!(m.done);
+        assert_eq!(m.measure.error, None);
+        assert_eq!(m.measure.prompt_tokens, Some(3));
+        let delta =
+            b"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n";
+        let m = feed_to(Endpoint::Messages, &[&delta[..], start, stop].concat());
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some(
+                "not a /v1/messages stream: an event before message_start: \
+                 {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}"
+            )
+        );
+        let ping = b"data: {\"type\":\"ping\"}\n\n";
+        let m = feed_to(Endpoint::Messages, &[&ping[..], start, stop].concat());
+        assert_eq!(m.measure.error, None);
+        let m = feed_to(Endpoint::Messages, stop);
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some("not a /v1/messages stream: message_stop before message_start")
+        );
+        let m = feed_to(
+            Endpoint::Messages,
+            b"data: {\"choices\":[]}\n\ndata: [DONE]\n\n",
+        );
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some("not a /v1/messages stream: an event without a type: {\"choices\":[]}")
+        );
+        assert!(!m.done);
+        let m = feed_to(Endpoint::Responses, b"data: [DONE]\n\n");
+        assert_eq!(
+            m.measure.error.as_deref(),
+            Some("not a /v1/responses stream: [DONE], the end of a chat stream")
+        );
+        // Chat: what follows [DONE] is not read either.
+        let m = feed_all(
+            b"data: {\"choices\":[]}\n\ndata: [DONE]\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n",
+        );
+        assert!(m.done && m.measure.error.is_none());
+    }
+
+    #[test]
+    fn an_idle_ending_is_a_timeout_with_its_own_message() {
+        let mut m = Measure {
+            error: Some("no byte from the server for 2m (--idle-timeout)".into()),
+            http_status: Some(200),
+            ..Measure::default()
+        };
+        settle(&mut m, Ending::Idle);
+        assert_eq!(m.status, Status::Timeout);
+        assert_eq!(
+            m.error.as_deref(),
+            Some("no byte from the server for 2m (--idle-timeout)")
         );
     }
 }

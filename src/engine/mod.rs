@@ -48,7 +48,7 @@ pub use self::args::{Args, endpoint_url, parse_every};
 pub use self::clock::{Clock, WallClock};
 pub use self::dry_run::dry_run;
 pub use self::feed::{InMemory, Records, TraceLines};
-pub use self::output::{Ndjson, Sink};
+pub use self::output::{Ndjson, Sink, Tee};
 pub use self::plan::{Limits, Pacing, Plan, Prompts, Scrape, Server, Target};
 
 use std::cell::RefCell;
@@ -476,6 +476,7 @@ fn network_target(
         url,
         headers,
         timeout: Some(plan.limits.timeout),
+        idle_timeout: plan.limits.idle_timeout,
         max_answer_bytes: plan.limits.max_answer_bytes,
         open_files_limit: crate::io::raise_open_files_limit(),
         session_header: plan.body.session_header.clone(),

@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 use futures_util::FutureExt;
 
 use super::abort::Fate;
-use super::conversation::{self, Transcript};
+use super::conversation;
 use super::dispatch::ms_between;
 use super::exchange::{self, Target, skeleton};
 use super::internal::{self, Stage};
@@ -117,7 +117,9 @@ pub(super) fn spawn(launch: Launch) {
             // What a later turn continues: the messages sent, the answer.
             let conversation = match (req.keep, req.messages_span) {
                 (true, Some((start, end))) => {
-                    let answer = transcript.and_then(Transcript::message);
+                    let answer = transcript.and_then(|t| {
+                        conversation::answer_of(t, req.index, |w| shared.print(|| cli::warn(w)))
+                    });
                     let messages = conversation::continued(&req.body[start..end], answer.as_ref());
                     let prompt = req.input_length.unwrap_or(0);
                     let tokens =

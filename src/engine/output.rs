@@ -82,6 +82,85 @@ impl Sink for Ndjson {
     }
 }
 
+/// `--keep`: the results to the output and to a file. The file is
+/// written first, and an output that closes (nobody reads it any more)
+/// stops nothing: the run goes on to its end in the file, and says how
+/// many results the output missed.
+pub struct Tee {
+    out: Ndjson,
+    kept: Ndjson,
+    kept_path: std::path::PathBuf,
+    /// Results written to the file only, once the output failed.
+    missed: u64,
+    /// Why the output failed.
+    failed: Option<Error>,
+}
+
+impl Tee {
+    pub fn new(out: Ndjson, kept: Ndjson, kept_path: &std::path::Path) -> Tee {
+        Tee {
+            out,
+            kept,
+            kept_path: kept_path.to_path_buf(),
+            missed: 0,
+            failed: None,
+        }
+    }
+}
+
+impl Sink for Tee {
+    fn take(&mut self, r: &ResultRecord) -> Result<bool> {
+        self.kept.take(r)?;
+        if self.failed.is_none() {
+            if let Err(e) = self.out.take(r) {
+                self.failed = Some(e);
+            }
+        }
+        if self.failed.is_some() {
+            self.missed += 1;
+        }
+        Ok(false)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let Tee {
+            out,
+            kept,
+            kept_path,
+            missed,
+            failed,
+        } = *self;
+        Box::new(kept).finish()?;
+        let failed = match failed {
+            Some(e) => Some(e),
+            None => Box::new(out).finish().err(),
+        };
+        if let Some(e) = failed {
+            // Nothing is lost: the file has every result.
+            let why = if e.is_broken_pipe() {
+                "the output closed".to_string()
+            } else {
+                e.message()
+            };
+            cli::warn(format!(
+                "{why}: {missed} result{} went to {} only",
+                crate::text::plural(missed),
+                kept_path.display()
+            ));
+        }
+        Ok(())
+    }
+
+    fn may_block(&self) -> bool {
+        self.out.may_block() || self.kept.may_block()
+    }
+
+    fn settings(&mut self, info: &RunInfo) {
+        self.kept.settings(info);
+        self.out.settings(info);
+    }
+}
+
 /// Both sinks, the first first: the second is given a result only once
 /// the first took it.
 impl<A: Sink, B: Sink> Sink for (A, B) {
@@ -139,6 +218,8 @@ pub(super) struct ResultWriter {
     sink: Box<dyn Sink>,
     shared: Arc<Shared>,
     failure: Option<Error>,
+    /// Results not written once the sink failed, the one it failed on too.
+    lost: u64,
 }
 
 impl ResultWriter {
@@ -147,6 +228,7 @@ impl ResultWriter {
             sink,
             shared,
             failure: None,
+            lost: 0,
         }
     }
 
@@ -199,6 +281,7 @@ impl ResultWriter {
             if self.failure.is_none() {
                 if let Err(e) = self.sink.take(&plain) {
                     self.failure = Some(e);
+                    self.lost += 1;
                 }
             }
         }
@@ -217,6 +300,7 @@ impl ResultWriter {
             counter.fetch_add(1, Ordering::Relaxed);
         }
         if self.failure.is_some() {
+            self.lost += 1;
             return;
         }
         if !r.warmup {
@@ -229,6 +313,7 @@ impl ResultWriter {
                 self.shared.stop();
                 let _ = self.shared.cancel.send(true);
                 self.failure = Some(e);
+                self.lost += 1;
             }
             Ok(true) if !self.shared.stopping.load(Ordering::SeqCst) => {
                 self.shared.stopped_by_caller.store(true, Ordering::SeqCst);
@@ -238,12 +323,28 @@ impl ResultWriter {
         }
     }
 
+    /// Close the sink. A run that lost results to a failed output does
+    /// not end quietly: the error says how many.
     pub(super) fn finish(self) -> Result<()> {
         match self.failure {
-            Some(e) => Err(e),
+            Some(e) => Err(lost(&e, self.lost)),
             None => self.sink.finish(),
         }
     }
+}
+
+/// The error of an output that failed with `e`, `n` results not written.
+fn lost(e: &Error, n: u64) -> Error {
+    let why = if e.is_broken_pipe() {
+        "the output closed (nobody reads it any more)".to_string()
+    } else {
+        e.message()
+    };
+    Error::msg(format!(
+        "{why}: {n} result{} could not be written; --keep FILE keeps every result on disk \
+         as well",
+        crate::text::plural(n)
+    ))
 }
 
 /// Close the output once every result is written.

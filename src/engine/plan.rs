@@ -95,6 +95,9 @@ pub struct Pacing {
 pub struct Limits {
     /// A request gives up after this long.
     pub timeout: Duration,
+    /// A request gives up after this long without a byte from the server
+    /// (`None`: never).
+    pub idle_timeout: Option<Duration>,
     /// An answer holding more than this in memory fails.
     pub max_answer_bytes: usize,
     /// Stop when the first N completed requests all failed; 0 never.
@@ -212,6 +215,8 @@ impl TryFrom<&Args> for Plan {
             }),
             limits: Limits {
                 timeout: Duration::from_secs_f64(args.timeout / 1000.0),
+                idle_timeout: (args.idle_timeout > 0.0)
+                    .then(|| Duration::from_secs_f64(args.idle_timeout / 1000.0)),
                 max_answer_bytes: usize::try_from(args.max_answer_bytes).unwrap_or(usize::MAX),
                 abort_after: args.abort_after,
                 grace: Duration::from_secs_f64(args.grace / 1000.0),

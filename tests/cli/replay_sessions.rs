@@ -278,19 +278,53 @@ fn ctrl_c_between_two_distant_requests_stops_before_the_second_is_due() {
 }
 
 #[test]
-fn a_closed_output_ends_the_run_quietly() {
+fn a_closed_output_stops_the_run_and_says_how_many_results_it_lost() {
     let dir = TestDir::new("replay-pipe");
     dir.write("slow.jsonl", text_trace(100, 100, 2));
     // The reader is dropped after one line: the next write fails and the
-    // run stops.
+    // run stops. Of the 100 records, the one read is the only one written.
     let (first, out) = crate::util::head_one(
         Command::new(bin("trace-replay"))
             .current_dir(&dir.path)
             .args(["--sim", "--quiet", "slow.jsonl"]),
     );
     assert!(first.starts_with("{\"index\":0,"), "{first}");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "trace-replay: error: the output closed (nobody reads it any more): 99 results could \
+         not be written; --keep FILE keeps every result on disk as well\n"
+    );
+}
+
+#[test]
+fn with_keep_a_closed_output_loses_nothing() {
+    let dir = TestDir::new("replay-pipe-keep");
+    dir.write("slow.jsonl", text_trace(20, 50, 2));
+    let (first, out) = crate::util::head_one(
+        Command::new(bin("trace-replay"))
+            .current_dir(&dir.path)
+            .args(["--sim", "--quiet", "--keep", "kept.ndjson", "slow.jsonl"]),
+    );
+    assert!(first.starts_with("{\"index\":0,"), "{first}");
+    // The run went on to its end in the file: 20 results, 19 of them after
+    // the one the output took.
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "trace-replay: warning: the output closed: 19 results went to kept.ndjson only\n\
+             trace-replay: sent 20, ok 20, errors 0, timeouts 0, cancelled 0 in "
+        ),
+        "{stderr}"
+    );
+    let kept = String::from_utf8(dir.read("kept.ndjson")).unwrap();
+    let statuses: Vec<Value> = kept
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["status"].clone())
+        .collect();
+    assert_eq!(statuses, vec![json!("ok"); 20]);
+    assert_eq!(kept.lines().next().unwrap(), first.trim_end());
 }
 
 #[test]
@@ -804,4 +838,19 @@ fn embeddings_send_an_input_and_read_vllms_answer() {
             r#"{"model":"m","input":"empty"}"#
         ]
     );
+}
+
+#[test]
+fn keep_refuses_the_output_file_itself() {
+    let dir = TestDir::new("replay-keep-same");
+    dir.write("t.jsonl", text_trace(2, 10, 2));
+    let run = dir.run(
+        "trace-replay",
+        &["--sim", "--keep", "r.ndjson", "-o", "r.ndjson", "t.jsonl"],
+    );
+    run.code(2);
+    run.stderr_is(
+        "trace-replay: error: --keep r.ndjson: the same file as --output; give --keep another file\n",
+    );
+    assert!(!dir.join("r.ndjson").exists());
 }
