@@ -10,6 +10,45 @@ pub const SECONDS_MIN_RECORDS: u64 = 100;
 /// taken for seconds: more than one replay process sends.
 pub const SECONDS_MIN_RATE: f64 = 10_000.0;
 
+/// Whether a record is sent at its own timestamp, and so says something of
+/// the trace's unit: a record with `after` is sent once what it names
+/// completed, and a later turn of a session with a `delay` once its
+/// previous turn did, whatever their timestamps (trace-gen and Dynamo give
+/// thousands of such turns one nominal instant). Replay's schedule reads
+/// them so (crate::engine's schedule).
+pub fn sent_at_timestamp(has_after: bool, later_turn: bool, has_delay: bool) -> bool {
+    !(has_after || (later_turn && has_delay))
+}
+
+/// trace-validate's rule that timestamps are on every record that starts
+/// something or on none (records that follow another may go without in a
+/// timed trace), for a reader that takes records one at a time. Whether a
+/// record follows is asked only where it decides.
+#[derive(Debug, Default)]
+pub struct Presence {
+    rule: crate::record::Presence,
+    /// Whether the record that decided had a timestamp.
+    timed: Option<bool>,
+}
+
+impl Presence {
+    /// The record at `line`, with a timestamp or not; `follows`: whether it
+    /// is a later turn of its session or has `after`. The error when the
+    /// first record decided otherwise.
+    pub fn check(
+        &mut self,
+        line: u64,
+        has_timestamp: bool,
+        follows: impl FnOnce() -> bool,
+    ) -> Option<crate::error::FieldError> {
+        if self.timed == Some(has_timestamp) || (!has_timestamp && follows()) {
+            return None;
+        }
+        self.timed.get_or_insert(has_timestamp);
+        self.rule.check(line, has_timestamp)
+    }
+}
+
 /// What the timestamps seen so far say about their unit.
 #[derive(Clone, Debug)]
 pub struct UnitEvidence {
@@ -183,6 +222,38 @@ mod tests {
             evidence((0..99).map(|i| f64::from(i) * 0.05))
                 .warnings()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn only_records_sent_at_their_timestamp_are_evidence() {
+        assert!(sent_at_timestamp(false, false, false));
+        // A first turn with a delay is sent at its timestamp.
+        assert!(sent_at_timestamp(false, false, true));
+        // A later turn without a delay too (the schedule keeps its time).
+        assert!(sent_at_timestamp(false, true, false));
+        assert!(!sent_at_timestamp(false, true, true));
+        assert!(!sent_at_timestamp(true, false, false));
+    }
+
+    #[test]
+    fn presence_is_decided_by_the_first_record_that_starts_something() {
+        let mut p = Presence::default();
+        assert!(p.check(1, true, || false).is_none());
+        // An untimed later turn of a timed trace is fine.
+        assert!(p.check(2, false, || true).is_none());
+        let e = p.check(3, false, || false).expect("an untimed first turn");
+        assert_eq!(
+            e.to_string(),
+            "field `timestamp`: missing, but the first record (line 1) has one: give every record a timestamp, or none"
+        );
+        let mut p = Presence::default();
+        assert!(p.check(1, false, || false).is_none());
+        // Untimed, a trace takes no timestamp, not even on a later turn.
+        let e = p.check(2, true, || true).expect("a timed record");
+        assert_eq!(
+            e.to_string(),
+            "field `timestamp`: present, but the first record (line 1) has none: give every record a timestamp, or none"
         );
     }
 
