@@ -49,6 +49,13 @@ impl Presence {
     }
 }
 
+/// The mean rate, requests/s as milliseconds, above which whole-number
+/// timestamps draw a note: a trace in whole seconds at a few requests/s
+/// (0, 0, 0, 1, 1, 1, ...) reads as thousands a second in milliseconds,
+/// under [`SECONDS_MIN_RATE`], but a busy trace in milliseconds may be as
+/// fast: a note, which fails no check.
+pub const WHOLE_UNITS_MIN_RATE: f64 = 1_000.0;
+
 /// What the timestamps seen so far say about their unit.
 #[derive(Clone, Debug)]
 pub struct UnitEvidence {
@@ -60,6 +67,8 @@ pub struct UnitEvidence {
     /// Gaps that are not 0, and whether each is a whole number of seconds.
     nonzero_gaps: u64,
     whole_second_gaps: bool,
+    /// Every timestamp is a whole number.
+    integral: bool,
     prev: Option<f64>,
 }
 
@@ -72,6 +81,7 @@ impl Default for UnitEvidence {
             max: f64::NEG_INFINITY,
             nonzero_gaps: 0,
             whole_second_gaps: true,
+            integral: true,
             prev: None,
         }
     }
@@ -85,6 +95,7 @@ impl UnitEvidence {
             return;
         };
         self.first.get_or_insert(t);
+        self.integral &= t.fract() == 0.0;
         self.min = self.min.min(t);
         self.max = self.max.max(t);
         if let Some(prev) = self.prev {
@@ -122,6 +133,23 @@ impl UnitEvidence {
     pub fn mean_rate(&self) -> Option<f64> {
         let d = self.duration_ms()?;
         (d > 0.0 && self.records > 1).then(|| (self.records - 1) as f64 / (d / 1000.0))
+    }
+
+    /// A note when every timestamp is a whole number and, read as
+    /// milliseconds, they run faster than [`WHOLE_UNITS_MIN_RATE`] on
+    /// average (over enough records, and short of the seconds warning):
+    /// whole seconds at a few requests/s look so.
+    pub fn note(&self) -> Option<String> {
+        let rate = self.mean_rate()?;
+        let fast = (WHOLE_UNITS_MIN_RATE..=SECONDS_MIN_RATE).contains(&rate);
+        (self.integral && fast && self.records >= SECONDS_MIN_RECORDS).then(|| {
+            format!(
+                "timestamps are whole numbers, {rate:.0} requests/s on average over {} records \
+                 read as milliseconds: if they are seconds, trace-rescale --speed 0.001 \
+                 converts them",
+                self.records
+            )
+        })
     }
 
     /// Warnings about the unit of the timestamps, each from evidence it
@@ -222,6 +250,32 @@ mod tests {
             evidence((0..99).map(|i| f64::from(i) * 0.05))
                 .warnings()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn whole_seconds_at_a_few_requests_a_second_draw_a_note() {
+        // 300 records, three to each whole unit from 0 to 99: 299 / 0.099 s
+        // = 3,020 requests/s as milliseconds, under the warning's 10,000.
+        let e = evidence((0..300).map(|i| f64::from(i / 3)));
+        assert!(e.warnings().is_empty());
+        assert_eq!(
+            e.note().unwrap(),
+            "timestamps are whole numbers, 3020 requests/s on average over 300 records read as \
+             milliseconds: if they are seconds, trace-rescale --speed 0.001 converts them"
+        );
+        // Fractions of a millisecond (trace-gen at 2,000/s), fewer than 100
+        // records, or 500/s: none.
+        assert!(
+            evidence((0..300).map(|i| f64::from(i) * 0.5))
+                .note()
+                .is_none()
+        );
+        assert!(evidence((0..99).map(|i| f64::from(i / 3))).note().is_none());
+        assert!(
+            evidence((0..300).map(|i| f64::from(i * 2)))
+                .note()
+                .is_none()
         );
     }
 

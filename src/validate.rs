@@ -286,6 +286,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     for msg in stats.time_warnings() {
         diag.warning(None, &msg);
     }
+    if let Some(note) = stats.unit.note() {
+        cli::note(note);
+    }
     if let Some(note) = stats.epoch_note() {
         cli::note(note);
     }

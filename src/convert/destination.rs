@@ -1,8 +1,13 @@
 //! `-o FILE`, written under a temporary name beside it and renamed to
 //! FILE once complete: a conversion that is stopped (a signal, an error)
 //! leaves no empty or partial FILE, and an earlier FILE stays as it was.
+//! The temporary file is removed on an error, and on SIGINT, SIGTERM or
+//! SIGHUP (where their action is the default one, which then follows).
 
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::io::Output;
@@ -24,6 +29,7 @@ pub fn open(path: Option<&Path>) -> Result<(Output, Destination)> {
         return Ok((Output::open(Some(path))?, Destination { rename: None }));
     }
     let tmp = temporary(path);
+    remove_on_signals(&tmp);
     let out = Output::open(Some(&tmp))?;
     Ok((
         out,
@@ -42,6 +48,46 @@ fn temporary(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     path.with_file_name(format!(".partial-{}.{name}", std::process::id()))
+}
+
+/// The temporary file's path, for the signal handler.
+static PARTIAL: OnceLock<CString> = OnceLock::new();
+
+/// Remove the temporary file, then die of the signal as before.
+extern "C" fn remove_partial(sig: libc::c_int) {
+    // SAFETY: unlink, signal and raise are async-signal-safe; the path was
+    // set before the handler was installed and is never changed.
+    unsafe {
+        if let Some(p) = PARTIAL.get() {
+            libc::unlink(p.as_ptr());
+        }
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// Remove `tmp` if a signal ends the process (before it is made, so that
+/// no signal finds it made and not yet covered).
+fn remove_on_signals(tmp: &Path) {
+    let Ok(path) = CString::new(tmp.as_os_str().as_bytes()) else {
+        return;
+    };
+    if PARTIAL.set(path).is_err() {
+        return;
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: sigaction reads the current action into a zeroed struct;
+        // signal installs a handler that only makes async-signal-safe calls.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            // A signal the caller ignores (nohup) stays ignored.
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_DFL
+            {
+                libc::signal(sig, remove_partial as *const () as libc::sighandler_t);
+            }
+        }
+    }
 }
 
 impl Destination {

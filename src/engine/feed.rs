@@ -261,13 +261,20 @@ impl<'a, R: Records> Feed<'a, R> {
             return;
         }
         let n = self.units.records();
-        let warnings = self.units.warnings().into_iter().map(|w| {
-            if whole {
-                w
-            } else {
-                format!("{w} (judged from the first {n} records)")
-            }
-        });
+        // The note on whole numbers is a warning here: the run is about
+        // to send at that rate.
+        let warnings = self
+            .units
+            .warnings()
+            .into_iter()
+            .chain(self.units.note())
+            .map(|w| {
+                if whole {
+                    w
+                } else {
+                    format!("{w} (judged from the first {n} records)")
+                }
+            });
         self.unit_warnings = Some(warnings.collect());
     }
 
