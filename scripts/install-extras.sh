@@ -8,13 +8,21 @@
 # Man pages go to PREFIX/share/man/man1 and man7; completions to
 # PREFIX/share/bash-completion/completions, PREFIX/share/zsh/site-functions
 # and PREFIX/share/fish/vendor_completions.d. Run from anywhere in the
-# source tree; it builds the small completions example first.
+# source tree. The completions are written by a small example program,
+# built with the release profile: after `cargo install --path .` (which
+# builds the library in target/release) that takes seconds; before, cargo
+# compiles the library first (minutes), and says so.
 set -eu
 
 prefix=${1:-"$HOME/.local"}
 cd "$(dirname "$0")/.."
 
-cargo run --quiet --locked --example completions -- "$prefix/share" >/dev/null
+if [ -d target/release/deps ]; then
+    echo "building the completions writer (cargo, release profile, reusing target/release)" >&2
+else
+    echo "building the completions writer (cargo, release profile): no release build yet, so this compiles the library first, several minutes" >&2
+fi
+cargo run --quiet --release --locked --example completions -- "$prefix/share" >/dev/null
 mkdir -p "$prefix/share/man/man1" "$prefix/share/man/man7"
 cp man/*.1 "$prefix/share/man/man1/"
 cp man/*.7 "$prefix/share/man/man7/"

@@ -21,7 +21,7 @@ mod sessions;
 mod slo;
 
 pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
-pub use aggregate::{Aggregate, Fidelity};
+pub use aggregate::{Aggregate, ErrorKind, Errors, Fidelity, MAX_ERROR_KINDS};
 pub use convention::{Convention, ConventionDists, Names};
 pub use fold::{fold, session_of, view_of};
 pub use options::{Conventions, SummaryOptions};

@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::metrics::{
-    Aggregate, Convention, ConventionDists, Dist, Fidelity, PercentileRule, SessionFigures, Slo,
-    Summary, SummaryOptions, Window,
+    Aggregate, Convention, ConventionDists, Dist, Errors, Fidelity, MAX_ERROR_KINDS,
+    PercentileRule, SessionFigures, Slo, Summary, SummaryOptions, Window,
 };
 use crate::result::Status;
 pub use json::{flatten, lookup, windows_csv};
@@ -41,6 +41,9 @@ pub struct Report {
     pub requests: Requests,
     /// Count by HTTP status, `none` for no response.
     pub http_status: Keyed<u64>,
+    /// The results not ok by status, HTTP status and message, the most
+    /// frequent first.
+    pub errors: Vec<ErrorCount>,
     /// First send to last end, s.
     pub duration_s: Option<f64>,
     /// Ok results without usage counted one token per content chunk (peers'
@@ -79,6 +82,45 @@ pub struct Report {
     /// [`ServerSection::of`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSection>,
+}
+
+/// Results not ok with one status, HTTP status and `error` message.
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorCount {
+    pub count: u64,
+    pub status: &'static str,
+    pub http_status: Option<u16>,
+    /// The result's `error`; with status `other`, results of kinds beyond
+    /// the first 100 (by status, HTTP status and message).
+    pub message: String,
+}
+
+impl ErrorCount {
+    /// The kinds, the most frequent first (then by status, HTTP status
+    /// and message), and those beyond the limit as one.
+    fn of(e: &Errors) -> Vec<ErrorCount> {
+        let mut out: Vec<ErrorCount> = e
+            .kinds
+            .iter()
+            .map(|((status, http, message), n)| ErrorCount {
+                count: *n,
+                status: status.as_str(),
+                http_status: *http,
+                message: message.clone(),
+            })
+            .collect();
+        // Stable: equal counts keep the map's order.
+        out.sort_by_key(|e| std::cmp::Reverse(e.count));
+        if e.other > 0 {
+            out.push(ErrorCount {
+                count: e.other,
+                status: "other",
+                http_status: None,
+                message: format!("results of kinds beyond the first {MAX_ERROR_KINDS}"),
+            });
+        }
+        out
+    }
 }
 
 /// Results by status.
@@ -377,6 +419,7 @@ impl Report {
                 .iter()
                 .map(|(k, v)| (k.map_or_else(|| "none".to_string(), |c| c.to_string()), *v))
                 .collect(),
+            errors: ErrorCount::of(&a.errors),
             duration_s: duration,
             output_tokens_from_chunks,
             output_tokens,

@@ -10,6 +10,52 @@ pub const SECONDS_MIN_RECORDS: u64 = 100;
 /// taken for seconds: more than one replay process sends.
 pub const SECONDS_MIN_RATE: f64 = 10_000.0;
 
+/// Whether a record is sent at its own timestamp, and so says something of
+/// the trace's unit: a record with `after` is sent once what it names
+/// completed, and a later turn of a session with a `delay` once its
+/// previous turn did, whatever their timestamps (trace-gen and Dynamo give
+/// thousands of such turns one nominal instant). Replay's schedule reads
+/// them so (crate::engine's schedule).
+pub fn sent_at_timestamp(has_after: bool, later_turn: bool, has_delay: bool) -> bool {
+    !(has_after || (later_turn && has_delay))
+}
+
+/// trace-validate's rule that timestamps are on every record that starts
+/// something or on none (records that follow another may go without in a
+/// timed trace), for a reader that takes records one at a time. Whether a
+/// record follows is asked only where it decides.
+#[derive(Debug, Default)]
+pub struct Presence {
+    rule: crate::record::Presence,
+    /// Whether the record that decided had a timestamp.
+    timed: Option<bool>,
+}
+
+impl Presence {
+    /// The record at `line`, with a timestamp or not; `follows`: whether it
+    /// is a later turn of its session or has `after`. The error when the
+    /// first record decided otherwise.
+    pub fn check(
+        &mut self,
+        line: u64,
+        has_timestamp: bool,
+        follows: impl FnOnce() -> bool,
+    ) -> Option<crate::error::FieldError> {
+        if self.timed == Some(has_timestamp) || (!has_timestamp && follows()) {
+            return None;
+        }
+        self.timed.get_or_insert(has_timestamp);
+        self.rule.check(line, has_timestamp)
+    }
+}
+
+/// The mean rate, requests/s as milliseconds, above which whole-number
+/// timestamps draw a note: a trace in whole seconds at a few requests/s
+/// (0, 0, 0, 1, 1, 1, ...) reads as thousands a second in milliseconds,
+/// under [`SECONDS_MIN_RATE`], but a busy trace in milliseconds may be as
+/// fast: a note, which fails no check.
+pub const WHOLE_UNITS_MIN_RATE: f64 = 1_000.0;
+
 /// What the timestamps seen so far say about their unit.
 #[derive(Clone, Debug)]
 pub struct UnitEvidence {
@@ -21,6 +67,8 @@ pub struct UnitEvidence {
     /// Gaps that are not 0, and whether each is a whole number of seconds.
     nonzero_gaps: u64,
     whole_second_gaps: bool,
+    /// Every timestamp is a whole number.
+    integral: bool,
     prev: Option<f64>,
 }
 
@@ -33,6 +81,7 @@ impl Default for UnitEvidence {
             max: f64::NEG_INFINITY,
             nonzero_gaps: 0,
             whole_second_gaps: true,
+            integral: true,
             prev: None,
         }
     }
@@ -46,6 +95,7 @@ impl UnitEvidence {
             return;
         };
         self.first.get_or_insert(t);
+        self.integral &= t.fract() == 0.0;
         self.min = self.min.min(t);
         self.max = self.max.max(t);
         if let Some(prev) = self.prev {
@@ -83,6 +133,23 @@ impl UnitEvidence {
     pub fn mean_rate(&self) -> Option<f64> {
         let d = self.duration_ms()?;
         (d > 0.0 && self.records > 1).then(|| (self.records - 1) as f64 / (d / 1000.0))
+    }
+
+    /// A note when every timestamp is a whole number and, read as
+    /// milliseconds, they run faster than [`WHOLE_UNITS_MIN_RATE`] on
+    /// average (over enough records, and short of the seconds warning):
+    /// whole seconds at a few requests/s look so.
+    pub fn note(&self) -> Option<String> {
+        let rate = self.mean_rate()?;
+        let fast = (WHOLE_UNITS_MIN_RATE..=SECONDS_MIN_RATE).contains(&rate);
+        (self.integral && fast && self.records >= SECONDS_MIN_RECORDS).then(|| {
+            format!(
+                "timestamps are whole numbers, {rate:.0} requests/s on average over {} records \
+                 read as milliseconds: if they are seconds, trace-rescale --speed 0.001 \
+                 converts them",
+                self.records
+            )
+        })
     }
 
     /// Warnings about the unit of the timestamps, each from evidence it
@@ -183,6 +250,64 @@ mod tests {
             evidence((0..99).map(|i| f64::from(i) * 0.05))
                 .warnings()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn whole_seconds_at_a_few_requests_a_second_draw_a_note() {
+        // 300 records, three to each whole unit from 0 to 99: 299 / 0.099 s
+        // = 3,020 requests/s as milliseconds, under the warning's 10,000.
+        let e = evidence((0..300).map(|i| f64::from(i / 3)));
+        assert!(e.warnings().is_empty());
+        assert_eq!(
+            e.note().unwrap(),
+            "timestamps are whole numbers, 3020 requests/s on average over 300 records read as \
+             milliseconds: if they are seconds, trace-rescale --speed 0.001 converts them"
+        );
+        // Fractions of a millisecond (trace-gen at 2,000/s), fewer than 100
+        // records, or 500/s: none.
+        assert!(
+            evidence((0..300).map(|i| f64::from(i) * 0.5))
+                .note()
+                .is_none()
+        );
+        assert!(evidence((0..99).map(|i| f64::from(i / 3))).note().is_none());
+        assert!(
+            evidence((0..300).map(|i| f64::from(i * 2)))
+                .note()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn only_records_sent_at_their_timestamp_are_evidence() {
+        assert!(sent_at_timestamp(false, false, false));
+        // A first turn with a delay is sent at its timestamp.
+        assert!(sent_at_timestamp(false, false, true));
+        // A later turn without a delay too (the schedule keeps its time).
+        assert!(sent_at_timestamp(false, true, false));
+        assert!(!sent_at_timestamp(false, true, true));
+        assert!(!sent_at_timestamp(true, false, false));
+    }
+
+    #[test]
+    fn presence_is_decided_by_the_first_record_that_starts_something() {
+        let mut p = Presence::default();
+        assert!(p.check(1, true, || false).is_none());
+        // An untimed later turn of a timed trace is fine.
+        assert!(p.check(2, false, || true).is_none());
+        let e = p.check(3, false, || false).expect("an untimed first turn");
+        assert_eq!(
+            e.to_string(),
+            "field `timestamp`: missing, but the first record (line 1) has one: give every record a timestamp, or none"
+        );
+        let mut p = Presence::default();
+        assert!(p.check(1, false, || false).is_none());
+        // Untimed, a trace takes no timestamp, not even on a later turn.
+        let e = p.check(2, true, || true).expect("a timed record");
+        assert_eq!(
+            e.to_string(),
+            "field `timestamp`: present, but the first record (line 1) has none: give every record a timestamp, or none"
         );
     }
 

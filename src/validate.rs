@@ -57,8 +57,10 @@ Examples:
 /// 10,000 requests/s), or like epoch seconds (100 records or more, the
 /// first from 1e9 to 1e11, under 1,000 apart on average); never when every
 /// gap is a whole number of seconds (milliseconds from a source that counts
-/// seconds). Each says what it saw. A note when timestamps are absolute
-/// epoch milliseconds.
+/// seconds). These two weigh only the records sent at their timestamp: not
+/// those with `after`, nor later turns of a session with a `delay` (sent
+/// after what they follow). Each says what it saw. A note when timestamps
+/// are absolute epoch milliseconds.
 #[derive(Parser, Debug)]
 #[command(name = "trace-validate", version, after_long_help = EXAMPLES)]
 pub struct Args {
@@ -218,6 +220,15 @@ pub fn run(args: &Args) -> Result<Outcome> {
         }
         field_errors.clear();
         let checked = record::check(&rec, args.block_size, &mut field_errors);
+        let later_turn = checked
+            .session_id
+            .as_deref()
+            .is_some_and(|s| state.turns.has_seen(s));
+        let own_time = crate::timestamps::sent_at_timestamp(
+            checked.after.as_ref().is_some_and(|a| !a.is_empty()),
+            later_turn,
+            rec.contains("delay"),
+        );
         let follows = state
             .turns
             .follows(checked.session_id.as_deref(), rec.contains("after"));
@@ -254,7 +265,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
             invalid += 1;
             return Ok(());
         }
-        stats.add(&checked);
+        stats.add(&checked, own_time);
         if write_records {
             out.write_line(line.as_bytes())?;
         }
@@ -274,6 +285,9 @@ pub fn run(args: &Args) -> Result<Outcome> {
     }
     for msg in stats.time_warnings() {
         diag.warning(None, &msg);
+    }
+    if let Some(note) = stats.unit.note() {
+        cli::note(note);
     }
     if let Some(note) = stats.epoch_note() {
         cli::note(note);
@@ -352,8 +366,11 @@ pub struct TraceStats {
     full: bool,
     block_size: u64,
     records: u64,
-    /// The timestamps, and what they say about their unit.
+    /// The timestamps, for the report.
     time: UnitEvidence,
+    /// The timestamps of the records sent at them (not turns sent after
+    /// what they follow): what they say about their unit.
+    unit: UnitEvidence,
     per_second: HashMap<i64, u64>,
     input: IntDistribution,
     output: IntDistribution,
@@ -377,6 +394,7 @@ impl TraceStats {
             block_size,
             records: 0,
             time: UnitEvidence::default(),
+            unit: UnitEvidence::default(),
             per_second: HashMap::new(),
             input: IntDistribution::default(),
             output: IntDistribution::default(),
@@ -394,9 +412,12 @@ impl TraceStats {
         }
     }
 
-    fn add(&mut self, c: &record::Checked) {
+    fn add(&mut self, c: &record::Checked, own_time: bool) {
         self.records += 1;
         self.time.add(c.timestamp);
+        if own_time {
+            self.unit.add(c.timestamp);
+        }
         if let (true, Some(t), Some(first)) = (self.full, c.timestamp, self.time.first()) {
             let second = ((t - first) / 1000.0).floor() as i64;
             *self.per_second.entry(second).or_insert(0) += 1;
@@ -464,7 +485,7 @@ impl TraceStats {
     }
 
     fn time_warnings(&self) -> Vec<String> {
-        self.time.warnings()
+        self.unit.warnings()
     }
 
     fn epoch_note(&self) -> Option<String> {

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use xxhash_rust::xxh3::xxh3_64;
+
 use super::hashing::{self, Hasher};
 use super::{Args, Fate, Request, chat, held, openai_batch};
 use crate::cli::{self, Skipper};
@@ -40,6 +42,11 @@ pub struct Ctx {
     pub(super) conversations: u64,
     /// Mooncake records read, across inputs (the rules across records).
     pub(super) mooncake: super::mooncake::Seen,
+    /// The start of each record kept that has an id (by the id's hash), for
+    /// the rule on a source's own `after` (see [`Ctx::check_after`]).
+    starts: HashMap<u64, i64>,
+    /// --no-graph: no `after` is written.
+    no_graph: bool,
 }
 
 impl Ctx {
@@ -62,6 +69,8 @@ impl Ctx {
             rate: args.rate,
             conversations: 0,
             mooncake: super::mooncake::Seen::default(),
+            starts: HashMap::new(),
+            no_graph: args.no_graph,
         }
     }
 
@@ -76,6 +85,15 @@ impl Ctx {
             openai_form(&mut req);
         }
         self.count_missing(&mut req)?;
+        if self.kept.keeps(&req) {
+            if let Err(e) = self.check_after(&req) {
+                self.read -= 1;
+                return self.bad(e.at(&req.loc));
+            }
+            if let Some(id) = &req.id {
+                self.starts.insert(xxh3_64(id.as_bytes()), req.start_ns);
+            }
+        }
         let queue_empty =
             self.pending.is_empty() && self.hashers.as_ref().is_none_or(hashing::Workers::idle);
         if self.keep_messages || (req.prompt.is_none() && queue_empty) {
@@ -86,6 +104,44 @@ impl Ctx {
         self.pending.push(req);
         if self.pending.len() >= HASH_BATCH {
             self.hash_pending()?;
+        }
+        Ok(())
+    }
+
+    /// trace-validate's rule on `after`, for every source that writes its
+    /// own (Dynamo's `wait_for`, kv-cache-tester's subagents, TraceLab's
+    /// rounds, …): each id names a record kept before this one that starts
+    /// no later, so that, written in start order (ties in the order read),
+    /// it comes first. A cycle, an id of no record, or one that starts
+    /// later is refused here rather than written.
+    fn check_after(&self, req: &Request) -> std::result::Result<(), crate::error::FieldError> {
+        if self.no_graph {
+            return Ok(());
+        }
+        for id in &req.after {
+            let name = crate::error::quote_value(&serde_json::Value::from(id.as_str()).to_string());
+            match self.starts.get(&xxh3_64(id.as_bytes())) {
+                None => {
+                    return Err(crate::error::FieldError::new(
+                        "after",
+                        format!(
+                            "{name} is the id of no record before this one: a record waits only \
+                             for earlier ones (a cycle, or a record not in the trace)"
+                        ),
+                    ));
+                }
+                Some(&at) if at > req.start_ns => {
+                    return Err(crate::error::FieldError::new(
+                        "after",
+                        format!(
+                            "{name} starts {} ms after this record: written in order of \
+                             arrival, this record would come before what it waits for",
+                            crate::text::format_ms((at - req.start_ns) as f64 / 1e6)
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
         }
         Ok(())
     }

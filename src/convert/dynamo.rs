@@ -12,6 +12,9 @@
 //! 512 that holds `input_length` in as few blocks as the row has ids, and
 //! the ids are re-blocked from it to 512 (a one-id row is the same at any
 //! size). A row without `timestamp` takes the latest of what it waits for.
+//! A row that waits for a row not before it in the file (a cycle, an id of
+//! no row), or for one that starts after it, is refused: trace-validate
+//! would refuse the `after` written.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -21,7 +24,7 @@ use serde_json::Value;
 
 use super::fields::{Object, block_ids, count, number, present, required, string};
 use super::{Ctx, Head, Request, container, hashing};
-use crate::error::{FieldError, Location, Result};
+use crate::error::{FieldError, Location, Result, quote_value};
 
 /// Dynamo's agentic rows carry `request_id` and `prefix_reset` or
 /// `wait_for`.
@@ -68,6 +71,19 @@ fn row(
             ));
         }
     };
+    // What a row waits for comes before it, in the file and in time, as
+    // trace-validate wants of `after` (a cycle, or an id of no row, is
+    // refused here rather than written).
+    if let Some(a) = after.iter().find(|a| !starts.contains_key(*a)) {
+        return Err(FieldError::new(
+            "wait_for",
+            format!(
+                "{} is the request_id of no row before this one: a row waits only for earlier \
+                 rows (a cycle, or a row not in the trace)",
+                quote_value(&Value::from(a.as_str()).to_string())
+            ),
+        ));
+    }
     let start = match number(obj, "timestamp")?.or(number(obj, "created_time")?) {
         Some(ms) if ms >= 0.0 => crate::time::seconds_to_ns(ms / 1000.0)
             .ok_or_else(|| FieldError::new("timestamp", format!("{ms} is out of range")))?,
@@ -101,6 +117,21 @@ fn row(
             wait_ms += ms;
             any_wait = true;
         }
+    }
+    if let Some((a, at)) = after
+        .iter()
+        .filter_map(|a| starts.get(a).map(|&at| (a, at)))
+        .find(|&(_, at)| at > start)
+    {
+        return Err(FieldError::new(
+            "wait_for",
+            format!(
+                "{} starts {} ms after this row: written in order of arrival, this row would \
+                 come before what it waits for",
+                quote_value(&Value::from(a.as_str()).to_string()),
+                crate::text::format_ms((at - start) as f64 / 1e6)
+            ),
+        ));
     }
     starts.insert(id.clone(), start);
 

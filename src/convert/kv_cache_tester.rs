@@ -14,7 +14,9 @@
 //! call that starts once the subagent has ended (its last call's `t` plus
 //! `api_time`, within the trace's one-second rounding of `t`) waits for it
 //! too: the join. A join's `delay` is from the end of the last of what it
-//! waits for. `hash_ids` are re-blocked to 512 tokens, keeping prefix
+//! waits for. An agent's entries are taken in order of their `t` (traces
+//! list some subagents' calls out of it), so that what a call waits for
+//! starts no later than it. `hash_ids` are re-blocked to 512 tokens, keeping prefix
 //! structure; ids of a trace whose scope is not `global` are its own.
 //! `api_time` is kept as `observed.e2e_ms` and `ttft` as `observed.ttft_ms`
 //! (absent when the trace has none). Sessions all start at 0.
@@ -65,6 +67,7 @@ struct Session<'a> {
 #[derive(Clone)]
 struct Done {
     id: String,
+    start_s: f64,
     end_s: f64,
 }
 
@@ -111,18 +114,18 @@ fn agent(
             "is missing: expected an array of calls",
         ));
     };
-    let mut prev: Option<Done> = None;
-    let mut running: Vec<Done> = Vec::new();
-    let mut last: Option<Done> = None;
-    let mut n = 0;
+    // The entries in order of their `t` (the order listed among equal
+    // ones): a call's `after` then names calls that start no later, as a
+    // trace in arrival order must have it (traces list a subagent's calls
+    // out of time order).
+    let mut order = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
         let at = format!("{field}[{i}]");
         let Value::Object(entry) = entry else {
             return Err(FieldError::new(at, "expected an object"));
         };
-        let within = |e: FieldError| FieldError::new(format!("{at}.{}", e.field), e.msg);
         let t = number(entry, "t")
-            .map_err(within)?
+            .map_err(|e| FieldError::new(format!("{at}.{}", e.field), e.msg))?
             .ok_or_else(|| FieldError::new(format!("{at}.t"), "is missing"))?;
         if t < 0.0 {
             return Err(FieldError::new(
@@ -130,6 +133,16 @@ fn agent(
                 format!("expected seconds ≥ 0, found {t}"),
             ));
         }
+        order.push((t, i, entry));
+    }
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut prev: Option<Done> = None;
+    let mut running: Vec<Done> = Vec::new();
+    let mut last: Option<Done> = None;
+    let mut n = 0;
+    for (t, i, entry) in order {
+        let at = format!("{field}[{i}]");
+        let within = |e: FieldError| FieldError::new(format!("{at}.{}", e.field), e.msg);
         if entry.get("type").and_then(Value::as_str) == Some("subagent") {
             let agent_id = string(entry, "agent_id")
                 .map_err(within)?
@@ -153,10 +166,11 @@ fn agent(
         let mut req = call(s, entry, start_s).map_err(within)?;
         let id = format!("{name}:{n}");
         n += 1;
-        // The subagents that ended by now join here.
+        // The subagents that ended by now join here (whose last call
+        // started no later than this one: it comes before it).
         let (joined, still): (Vec<Done>, Vec<Done>) = running
             .into_iter()
-            .partition(|d| d.end_s <= start_s + ROUNDING_S);
+            .partition(|d| d.end_s <= start_s + ROUNDING_S && d.start_s <= start_s);
         running = still;
         let mut waits: Vec<&Done> = prev.iter().chain(&joined).collect();
         if waits.is_empty() {
@@ -174,7 +188,7 @@ fn agent(
         }
         req.id = Some(id.clone());
         let end_s = start_s + req.observed.e2e_ms.unwrap_or(0.0) / 1000.0;
-        let done = Done { id, end_s };
+        let done = Done { id, start_s, end_s };
         if last.as_ref().is_none_or(|l| end_s >= l.end_s) {
             last = Some(done.clone());
         }

@@ -18,6 +18,7 @@ pub mod chat;
 pub mod container;
 pub mod copilot;
 mod ctx;
+mod destination;
 pub mod dynamo;
 pub mod fields;
 pub mod graph;
@@ -48,7 +49,7 @@ use serde_json::Value;
 
 use crate::cli::{self, InputArgs, OutputArgs, SkipArgs};
 use crate::error::{Error, Location, Result};
-use crate::io::{self, InputSpec, Output};
+use crate::io::{self, InputSpec};
 use crate::record::Record;
 use crate::text::plural;
 use crate::tokenizer;
@@ -532,7 +533,7 @@ impl Request {
 /// Run trace-convert.
 pub fn run(args: &Args) -> Result<cli::Outcome> {
     let specs = expand_inputs(&io::input_specs(&args.input.files)?)?;
-    let mut out = Output::open(args.output.output.as_deref())?;
+    let (mut out, destination) = destination::open(args.output.output.as_deref())?;
     let mut ctx = Ctx::new(args);
     let mut format = source_named(&args.from);
     for spec in &specs {
@@ -579,6 +580,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     let kept = std::mem::replace(&mut ctx.kept, held::Kept::new(args));
     let summary = held::write(args, kept, &ctx.trace_sessions, &mut out)?;
     out.finish()?;
+    destination.finish()?;
     ctx.skipper.finish();
     summary.print(ctx.read, ctx.skipper.skipped());
     if summary.written == 0 {

@@ -12,7 +12,8 @@
 //! them. The trace has no time to first token, so none is written; the
 //! span from arrival to end is `observed.e2e_ms` and `prefix_tokens` is
 //! `observed.cached_tokens`. Its `hash_ids` are prefix chains (see
-//! [`super::prefix`]) sharing `prefix_tokens`.
+//! [`super::prefix`]) sharing `prefix_tokens`. A session's rounds are
+//! taken in order of arrival, whatever the file's order.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -37,19 +38,46 @@ struct Sessions {
     chains: prefix::Chains,
 }
 
-/// Read TraceLab rounds.
+/// Read TraceLab rounds. A session's rounds are chained in order of
+/// arrival (the order in the file among equal ones), whatever order the
+/// file lists them in: what a round waits for then comes before it, as
+/// trace-validate wants. The rounds of an input are held until its end
+/// (their figures, not their events).
 pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
-    let mut sessions = Sessions::default();
+    let mut rounds = Vec::new();
     container::for_each_object(reader, source, ctx, None, |ctx, loc, obj| {
-        ctx.row(round(&obj, loc, &mut sessions), loc)
-    })
+        match parse(&obj, loc) {
+            Ok(r) => {
+                rounds.push(r);
+                Ok(())
+            }
+            Err(e) => ctx.bad(e.at(loc)),
+        }
+    })?;
+    // Stable: equal arrivals keep the file's order.
+    rounds.sort_by_key(|r| r.start);
+    let mut sessions = Sessions::default();
+    ctx.reserve(rounds.len());
+    for r in rounds {
+        ctx.push(round(r, &mut sessions))?;
+    }
+    Ok(())
 }
 
-fn round(
-    obj: &Object,
-    loc: &crate::error::Location,
-    sessions: &mut Sessions,
-) -> std::result::Result<Request, FieldError> {
+/// What a round row says, before it is placed in its session.
+struct Round {
+    loc: crate::error::Location,
+    session: String,
+    id: String,
+    input: u64,
+    output: u64,
+    shared: u64,
+    model: Option<String>,
+    start: i64,
+    end: Option<i64>,
+}
+
+fn parse(obj: &Object, loc: &crate::error::Location) -> std::result::Result<Round, FieldError> {
     let session = required(string(obj, "session_id")?, "session_id")?;
     let id = string(obj, "round_id")?
         .or(string(obj, "trace_key")?)
@@ -59,8 +87,33 @@ fn round(
     let shared = count(obj, "prefix_tokens")?.unwrap_or(0);
     let model = string(obj, "model")?;
     let (start, end) = times(obj)?;
+    Ok(Round {
+        loc: loc.clone(),
+        session,
+        id,
+        input,
+        output,
+        shared,
+        model,
+        start,
+        end,
+    })
+}
 
-    let mut req = Request::new(loc.clone(), start);
+/// A round's record: after the session's previous round, if any.
+fn round(r: Round, sessions: &mut Sessions) -> Request {
+    let Round {
+        loc,
+        session,
+        id,
+        input,
+        output,
+        shared,
+        model,
+        start,
+        end,
+    } = r;
+    let mut req = Request::new(loc, start);
     req.input_length = Some(input);
     req.output_length = output;
     req.session = Some(session.clone());
@@ -81,7 +134,7 @@ fn round(
     ));
     req.model = model;
     sessions.last.insert(session, (id, end.unwrap_or(start)));
-    Ok(req)
+    req
 }
 
 /// A round's arrival (its last input event, else its first event) and its

@@ -187,8 +187,12 @@ pub(super) struct Feed<'a, R> {
     turns: std::collections::HashMap<String, u64>,
     /// --shard: which records are this shard's.
     dealer: Option<Dealer>,
-    /// The first records' timestamps, weighed for their unit.
+    /// The first records' timestamps (of those sent at them), weighed for
+    /// their unit, and how many records were looked at.
     units: UnitEvidence,
+    weighed: u64,
+    /// Timestamps on all records or none, as trace-validate wants.
+    presence: crate::timestamps::Presence,
     /// The unit warnings, once the sample is weighed (taken by the caller).
     pub(super) unit_warnings: Option<Vec<String>>,
     /// The first and largest timestamps of the records run (not warmup).
@@ -212,6 +216,8 @@ impl<'a, R: Records> Feed<'a, R> {
             turns: std::collections::HashMap::new(),
             dealer: None,
             units: UnitEvidence::default(),
+            weighed: 0,
+            presence: crate::timestamps::Presence::default(),
             unit_warnings: None,
             run_span: None,
         }
@@ -229,11 +235,20 @@ impl<'a, R: Records> Feed<'a, R> {
         self.ended.then_some(last - origin)
     }
 
-    /// Weigh one more record's timestamp, up to [`UNIT_SAMPLE`] records.
-    fn weigh(&mut self, timestamp: Option<f64>) {
-        if self.units.records() < UNIT_SAMPLE {
-            self.units.add(timestamp);
-            if self.units.records() == UNIT_SAMPLE {
+    /// Weigh one more record's timestamp, up to [`UNIT_SAMPLE`] records:
+    /// of a record sent at it only (see
+    /// [`crate::timestamps::sent_at_timestamp`]), as trace-validate does.
+    fn weigh(&mut self, p: &Prepared) {
+        if self.weighed < UNIT_SAMPLE {
+            self.weighed += 1;
+            let later = p
+                .session_id
+                .as_ref()
+                .is_some_and(|s| self.turns.contains_key(s));
+            if crate::timestamps::sent_at_timestamp(!p.after.is_empty(), later, p.delay.is_some()) {
+                self.units.add(p.timestamp);
+            }
+            if self.weighed == UNIT_SAMPLE {
                 self.judge_units(false);
             }
         }
@@ -246,13 +261,20 @@ impl<'a, R: Records> Feed<'a, R> {
             return;
         }
         let n = self.units.records();
-        let warnings = self.units.warnings().into_iter().map(|w| {
-            if whole {
-                w
-            } else {
-                format!("{w} (judged from the first {n} records)")
-            }
-        });
+        // The note on whole numbers is a warning here: the run is about
+        // to send at that rate.
+        let warnings = self
+            .units
+            .warnings()
+            .into_iter()
+            .chain(self.units.note())
+            .map(|w| {
+                if whole {
+                    w
+                } else {
+                    format!("{w} (judged from the first {n} records)")
+                }
+            });
         self.unit_warnings = Some(warnings.collect());
     }
 
@@ -269,7 +291,7 @@ impl<'a, R: Records> Feed<'a, R> {
                 if !self.ended {
                     self.ended = true;
                     self.skipper.finish();
-                    if self.units.records() < UNIT_SAMPLE {
+                    if self.weighed < UNIT_SAMPLE {
                         self.judge_units(true);
                     }
                 }
@@ -304,6 +326,26 @@ impl<'a, R: Records> Feed<'a, R> {
                     continue;
                 }
             }
+            // Timestamps on some records only: refused before the clock
+            // starts (within the read-ahead), as trace-validate refuses it
+            // (a stopped run only outlines what it still reads).
+            let turns = &self.turns;
+            let follows = || {
+                rec.contains("after")
+                    || rec
+                        .session_id()
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| turns.contains_key(&*s))
+            };
+            let has_timestamp = rec.contains("timestamp");
+            if let (false, Some(e)) = (
+                outline_only,
+                self.presence.check(loc.line, has_timestamp, follows),
+            ) {
+                self.skipper.skip(e.at(&loc))?;
+                continue;
+            }
             let prepared = if self.plan.offline() {
                 // The twin needs no body: the lengths and the blocks.
                 request::outline(&rec, index, &self.plan.body)
@@ -325,7 +367,7 @@ impl<'a, R: Records> Feed<'a, R> {
             match prepared {
                 Ok(mut p) => {
                     self.taken += 1;
-                    self.weigh(p.timestamp);
+                    self.weigh(&p);
                     if let (false, Some(t)) = (self.in_warmup(), p.timestamp) {
                         let (_, last) = self.run_span.get_or_insert((t, t));
                         *last = last.max(t);

@@ -30,6 +30,7 @@ mod dry_run;
 pub mod exchange;
 mod feed;
 mod internal;
+mod lengths;
 mod network;
 mod output;
 mod plain;

@@ -299,6 +299,7 @@ impl ResultWriter {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
+        c.lengths.add(r);
         if self.failure.is_some() {
             self.lost += 1;
             return;

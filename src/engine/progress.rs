@@ -373,6 +373,9 @@ pub(super) fn final_line(
     if let Some(w) = lateness_warning(plan, load(&c.sent), late, busy) {
         cli::warn(w);
     }
+    if let Some(w) = c.lengths.warning() {
+        cli::warn(w);
+    }
     if let Some(s) = lag.summary(&[50.0, 99.0]) {
         line.push_str(&format!(
             "; dispatch lag p50 {:.3}ms, p99 {:.3}ms, max {:.3}ms, {late} late by more than 5ms",

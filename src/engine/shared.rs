@@ -32,6 +32,8 @@ pub(super) struct Counters {
     /// A token count beyond what a summary takes was written as null (and
     /// said once).
     pub(super) huge_counts: AtomicBool,
+    /// The prompt lengths the server counted against those asked.
+    pub(super) lengths: super::lengths::Lengths,
 }
 
 /// What the runtime's tasks and the signal handler tell the dispatcher.

@@ -105,6 +105,9 @@ impl Arrival {
     }
 }
 
+/// The smallest coefficient of variation of `gamma:CV`.
+const MIN_CV: f64 = 0.001;
+
 /// clap value parser for `--arrival`.
 pub fn arrival(text: &str) -> Result<Arrival, String> {
     match text {
@@ -112,12 +115,16 @@ pub fn arrival(text: &str) -> Result<Arrival, String> {
         "constant" => Ok(Arrival::Constant),
         _ => match text.strip_prefix("gamma:").map(str::parse::<f64>) {
             // Past CV 100 the shape (1e-4) makes gaps of 0 and the odd
-            // hour-long one: not a load anyone means.
-            Some(Ok(cv)) if cv > 0.0 && cv <= 100.0 => Ok(Arrival::Gamma(cv)),
+            // hour-long one: not a load anyone means. Below CV 0.001 the
+            // shape (over 1e6) is past what the sampler computes (at 1e-160
+            // it is infinite and no draw is ever accepted), and the gaps
+            // are constant to within 0.1 %.
+            Some(Ok(cv)) if (MIN_CV..=100.0).contains(&cv) => Ok(Arrival::Gamma(cv)),
             _ => Err(format!(
                 "`{text}` is not an arrival law: use poisson, constant or gamma:CV \
-                 (CV from 0 to 100, the gaps' standard deviation over their mean; \
-                 vLLM's --burstiness B is gamma:CV with CV = 1/√B)"
+                 (CV from 0.001 to 100, the gaps' standard deviation over their mean; \
+                 vLLM's --burstiness B is gamma:CV with CV = 1/√B; for gaps all alike, \
+                 constant)"
             )),
         },
     }
@@ -265,6 +272,17 @@ mod tests {
         assert!(law("normal:-1,3").is_err());
         assert_eq!(arrival("gamma:0.5"), Ok(Arrival::Gamma(0.5)));
         assert!(arrival("gamma:0").is_err());
+        // Shape 1e320 would be infinite: refused, not drawn for ever.
+        assert!(arrival("gamma:1e-160").is_err());
+        assert!(arrival("gamma:0.0009").is_err());
+        assert_eq!(arrival("gamma:0.001"), Ok(Arrival::Gamma(0.001)));
+        // The smallest CV draws: shape 1e6, mean 1, and the gaps within
+        // a few CVs of it.
+        let mut rng = Rng::new(1, 0);
+        for _ in 0..1000 {
+            let g = Arrival::Gamma(0.001).gap_ms(1000.0, &mut rng);
+            assert!((g - 1.0).abs() < 0.01, "{g}");
+        }
         assert!(arrival("bursty").unwrap_err().contains("burstiness"));
         assert_eq!(turns("3"), Ok((3, 3)));
         assert_eq!(turns("2..5"), Ok((2, 5)));

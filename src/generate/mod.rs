@@ -11,20 +11,22 @@ use clap::Parser;
 use crate::cli::{self, Outcome, OutputArgs};
 use crate::error::{Error, Result};
 use crate::io::{self, Lines, Output};
-use crate::record::{DEFAULT_BLOCK_SIZE, MAX_TOKENS, Record, blocks_for};
+use crate::record::{DEFAULT_BLOCK_SIZE, MAX_TIMESTAMP_MS, MAX_TOKENS, Record, blocks_for};
 use crate::text::format_ms;
 
 pub use laws::{Arrival, Law, Rng};
 
 const EXAMPLES: &str = "\
 Exit status: 0 on success, 2 on trouble (bad usage, an unreadable from:
-trace).
+trace, timestamps past 10^13 ms, checked before anything is written).
 
 Examples:
   vLLM's `bench serve --dataset-name random --random-input-len 1024
-  --random-output-len 128 --request-rate 10 --num-prompts 500`, replayed:
+  --random-output-len 128 --request-rate 10 --num-prompts 500`, replayed as
+  vLLM sends it (completions, prompts in the model's own tokens):
     trace-gen --count 500 --rate 10 --input-len 1024 --output-len 128 \\
-      | trace-replay --url http://127.0.0.1:8000 --model m | trace-summarize
+      | trace-replay --url http://127.0.0.1:8000 --model my-org/my-model \\
+          --endpoint completions --tokenizer my-org/my-model | trace-summarize
 
   Ten minutes of bursty traffic (CV 2) with a shared 2k-token system prompt:
     trace-gen --duration 10m --rate 5 --arrival gamma:2 --shared-prefix 2048 \\
@@ -84,8 +86,8 @@ pub struct Args {
 
     /// The law of the gaps between arrivals: poisson (exponential gaps),
     /// constant (every gap 1/R), or gamma:CV (gamma gaps whose standard
-    /// deviation is CV times their mean: vLLM's --burstiness B is
-    /// gamma:CV with CV = 1/√B; poisson is gamma:1).
+    /// deviation is CV times their mean, CV from 0.001 to 100: vLLM's
+    /// --burstiness B is gamma:CV with CV = 1/√B; poisson is gamma:1).
     #[arg(long, value_name = "LAW", default_value = "poisson", value_parser = laws::arrival)]
     pub arrival: Arrival,
 
@@ -158,6 +160,7 @@ enum Size {
 }
 
 /// The arrival times: the law, the rate and its ramp, and the end.
+#[derive(Clone)]
 struct Clock {
     arrival: Arrival,
     rate: Option<f64>,
@@ -200,6 +203,9 @@ impl Clock {
             Size::Within(d) => (self.t / d).min(1.0),
         };
         match how {
+            // At the end of the ramp the rate is --rate itself: computed,
+            // a start far above it (1e308) would cancel to 0.
+            Ramp::Linear if progress >= 1.0 => end,
             Ramp::Linear => start + (end - start) * progress,
             Ramp::Exponential => start * (end / start).powf(progress),
         }
@@ -385,6 +391,7 @@ pub fn run(args: &Args) -> Result<Outcome> {
         t: 0.0,
         rng: Rng::new(args.seed, 0),
     };
+    check_times(args, clock.clone())?;
     let mut lengths = Lengths::new(args)?;
     let mut blocks = Blocks {
         size: args.block_size,
@@ -421,6 +428,49 @@ pub fn run(args: &Args) -> Result<Outcome> {
     }
     out.finish()?;
     Ok(Outcome::Success)
+}
+
+/// Refuse, before writing anything, a trace whose timestamps a record
+/// cannot hold: the arrivals are drawn once without writing (the same
+/// draws as the run's), and the last one, with a session's later turns,
+/// must be a number within [`MAX_TIMESTAMP_MS`].
+fn check_times(args: &Args, mut clock: Clock) -> Result<()> {
+    let think = args.think.unwrap_or(0.0);
+    let later = args.turns.map_or(0, |(_, most)| most.saturating_sub(1)) as f64 * think;
+    let what = if args.sessions.is_some() {
+        "session"
+    } else {
+        "record"
+    };
+    while let Some(t) = clock.next() {
+        // Written as a number, within the limit (not NaN, not inf).
+        if t + later <= MAX_TIMESTAMP_MS {
+            continue;
+        }
+        let turns = if later > 0.0 {
+            format!(" (its last turn {} ms later)", format_ms(later))
+        } else {
+            String::new()
+        };
+        return Err(Error::usage(format!(
+            "{what} {} would arrive at {} ms{turns}, past the largest timestamp a trace holds \
+             ({} ms, 317 years): give a higher --rate{} or fewer {what}s",
+            clock.index,
+            // Past 10^15 ms (or inf), an exponent reads better than digits.
+            if t < 1e15 {
+                format_ms(t)
+            } else {
+                format!("{t:e}")
+            },
+            format_ms(MAX_TIMESTAMP_MS),
+            if args.ramp_up.is_some() {
+                " or --ramp-from"
+            } else {
+                ""
+            },
+        )));
+    }
+    Ok(())
 }
 
 /// The turns of the sessions started, written in the order of their

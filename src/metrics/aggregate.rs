@@ -64,6 +64,42 @@ impl Fidelity {
     }
 }
 
+/// The most kinds of error [`Errors`] tells apart: results with other
+/// messages are counted together (memory does not grow with the results,
+/// whose errors may each name a request).
+pub const MAX_ERROR_KINDS: usize = 100;
+
+/// One kind of failed result: its status, HTTP status and `error` text.
+pub type ErrorKind = (Status, Option<u16>, String);
+
+/// The results that are not ok, by what their `error` says (AIPerf's
+/// error summary): a count per kind, up to [`MAX_ERROR_KINDS`] kinds.
+#[derive(Clone, Debug, Default)]
+pub struct Errors {
+    pub kinds: BTreeMap<ErrorKind, u64>,
+    /// Results of kinds beyond the first [`MAX_ERROR_KINDS`].
+    pub other: u64,
+}
+
+impl Errors {
+    fn count(&mut self, kind: ErrorKind, n: u64) {
+        if let Some(c) = self.kinds.get_mut(&kind) {
+            *c += n;
+        } else if self.kinds.len() < MAX_ERROR_KINDS {
+            self.kinds.insert(kind, n);
+        } else {
+            self.other += n;
+        }
+    }
+
+    fn merge(&mut self, o: &Errors) {
+        for (k, n) in &o.kinds {
+            self.count(k.clone(), *n);
+        }
+        self.other += o.other;
+    }
+}
+
 /// Everything summarize knows about one group of results.
 #[derive(Clone, Debug, Default)]
 pub struct Aggregate {
@@ -75,6 +111,8 @@ pub struct Aggregate {
     pub by_status: BTreeMap<Status, u64>,
     /// Count by HTTP status (`None` when no response arrived).
     pub by_http: BTreeMap<Option<u16>, u64>,
+    /// The results not ok, by status, HTTP status and message.
+    pub errors: Errors,
     /// Earliest send, ms.
     pub first_sent_ms: Option<f64>,
     /// Latest completion (or send, for a result without one), ms.
@@ -176,6 +214,15 @@ impl Aggregate {
             }
         }
         if !ok {
+            // The message is a label: read where the one-pass reader took
+            // the labels (a result folded without its line has none).
+            let message = r
+                .labels
+                .error
+                .filter(|_| r.labels.read)
+                .and_then(|raw| serde_json::from_str::<String>(raw.0).ok())
+                .unwrap_or_default();
+            self.errors.count((r.status, r.http_status, message), 1);
             return;
         }
 
@@ -244,7 +291,7 @@ impl Aggregate {
     pub fn merge(&mut self, o: &Aggregate) {
         merge_fields!(self, o;
             merge: sessions, e2e, tokens_per_s, lag, ttft_from_scheduled, e2e_from_scheduled,
-                input_fidelity, output_fidelity, in_flight;
+                input_fidelity, output_fidelity, in_flight, errors;
             add: total, warmup, output_tokens, prompt_tokens, ok_without_usage, cached_tokens,
                 cache_prompt_tokens, cache_reports, slo_met_all);
         for (k, v) in &o.by_status {

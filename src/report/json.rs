@@ -17,14 +17,17 @@ pub(super) const WINDOW_COLUMNS: [&str; 9] = [
 ];
 
 /// Flatten a report into (column, value) pairs for CSV: nested keys are
-/// joined with dots; the per-status HTTP map and the windows are left out
-/// so that every run of the same command has the same columns.
+/// joined with dots; the per-status HTTP map, the errors by message and
+/// the windows are left out so that every run of the same command has the
+/// same columns.
 pub fn flatten(j: &Value) -> Vec<(String, String)> {
     fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
-                    if prefix.is_empty() && (k == "http_status" || k == "windows") {
+                    if prefix.is_empty()
+                        && matches!(k.as_str(), "http_status" | "errors" | "windows")
+                    {
                         continue;
                     }
                     let key = if prefix.is_empty() {

@@ -3,8 +3,8 @@
 
 use super::json::WINDOW_COLUMNS;
 use super::keyed::{Keyed, percentile_key};
-use super::table::{Style, number, table};
-use super::{Report, Stats, WindowFigures};
+use super::table::{Style, columns, number, table};
+use super::{ErrorCount, Report, Stats, WindowFigures};
 use crate::metrics::{Convention, PercentileRule, SummaryOptions};
 
 fn stats_row(name: &str, s: &Stats, ps: &[f64]) -> Vec<String> {
@@ -275,6 +275,10 @@ pub fn to_text(title: &str, j: &Report, o: &SummaryOptions, style: Style) -> Str
         false,
     ));
     out.push('\n');
+    if !j.errors.is_empty() {
+        out.push_str(&errors_table(&j.errors, style));
+        out.push('\n');
+    }
 
     let names = o.conventions.primary.names();
     let mut rows = vec![
@@ -333,6 +337,44 @@ pub fn to_text(title: &str, j: &Report, o: &SummaryOptions, style: Style) -> Str
         out.push_str(&windows_table(series, style));
     }
     out
+}
+
+/// The most errors a table lists; the JSON report lists every kind.
+const ERROR_ROWS: usize = 10;
+
+/// The results not ok by message, the most frequent first.
+fn errors_table(errors: &[ErrorCount], style: Style) -> String {
+    let header: Vec<String> = ["not ok", "status", "HTTP", "error"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut rows: Vec<Vec<String>> = errors
+        .iter()
+        .take(ERROR_ROWS)
+        .map(|e| {
+            vec![
+                e.count.to_string(),
+                e.status.to_string(),
+                e.http_status.map_or("-".into(), |h| h.to_string()),
+                if e.message.is_empty() {
+                    "-".into()
+                } else {
+                    e.message.clone()
+                },
+            ]
+        })
+        .collect();
+    if errors.len() > ERROR_ROWS {
+        let rest = &errors[ERROR_ROWS..];
+        let n: u64 = rest.iter().map(|e| e.count).sum();
+        rows.push(vec![
+            n.to_string(),
+            "-".into(),
+            "-".into(),
+            format!("{} more kinds (--format json lists them)", rest.len()),
+        ]);
+    }
+    columns(style, &header, &rows, usize::MAX)
 }
 
 fn windows_table(series: &[WindowFigures], style: Style) -> String {

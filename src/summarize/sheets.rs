@@ -88,6 +88,19 @@ pub fn write(
     let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     book.add_table("requests", &headers, requests)?;
 
+    // The results not ok by message, as the report lists them (a list:
+    // not rows of the summary sheet).
+    let errors = overall.get("errors").and_then(Value::as_array);
+    if let Some(errors) = errors.filter(|e| !e.is_empty()) {
+        let keys = ["count", "status", "http_status", "message"];
+        let headers: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let rows: Vec<Vec<Cell>> = errors
+            .iter()
+            .map(|e| keys.iter().map(|k| Cell::from_json(&e[*k])).collect())
+            .collect();
+        book.add_table("errors", &headers, &rows)?;
+    }
+
     if overall.pointer("/server/windows").is_some() {
         // With --metrics, the requests' and the server's figures of each
         // window, as the CSV series has them.

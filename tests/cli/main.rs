@@ -4,6 +4,7 @@ mod agent_api;
 mod agent_e2e;
 mod agentic;
 mod aiperf_mooncake;
+mod checks;
 mod compare;
 mod completions;
 mod conventions;

@@ -510,3 +510,47 @@ fn messages_and_responses_streamed_and_not_read_their_usage() {
         }
     }
 }
+
+#[test]
+fn the_readme_vllm_random_translation_sends_the_lengths_asked() {
+    // README's `vllm bench serve --dataset-name random` as trace-gen |
+    // trace-replay --endpoint completions --tokenizer MODEL: with the
+    // served model's tokenizer (GPT-2's, r50k_base here), every prompt is
+    // as long as asked and replay says nothing of it; through the chat
+    // endpoint with the default tokenizer, the lengths differ and replay
+    // warns.
+    let Some((llama, dir)) = Llama::start_in("real-vllm-random", 4, 65536, &[]) else {
+        return;
+    };
+    dir.cmd("trace-gen")
+        .args(["--count", "20", "--rate", "50", "--input-len", "100"])
+        .args(["--output-len", "4", "-o", "gen.jsonl"])
+        .run()
+        .ok();
+    let exact = dir
+        .cmd("trace-replay")
+        .args(["--quiet", "--url", &llama.url, "--model", "m"])
+        .args([
+            "--endpoint",
+            "completions",
+            "--tokenizer",
+            "r50k_base",
+            "gen.jsonl",
+        ])
+        .run();
+    exact.code(0);
+    let results = exact.json_lines();
+    assert_eq!(results.len(), 20);
+    for r in &results {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["prompt_tokens"], r["input_length"], "{r}");
+    }
+    assert!(!exact.stderr.contains("prompt lengths"), "{}", exact.stderr);
+    let chat = dir
+        .cmd("trace-replay")
+        .args(["--quiet", "--url", &llama.url, "--model", "m", "gen.jsonl"])
+        .run();
+    chat.code(0).stderr_has(
+        "warning: the server counted other prompt lengths than the trace's input_length in ",
+    );
+}

@@ -46,7 +46,18 @@ fn the_report_as_a_spreadsheet() {
     run.ok();
     assert!(run.stdout.is_empty());
     let mut book: Xlsx<_> = open_workbook(&book_path).unwrap();
-    assert_eq!(book.sheet_names(), ["summary", "requests", "windows"]);
+    // The run has one error (record e's HTTP 500): the errors sheet lists it.
+    assert_eq!(
+        book.sheet_names(),
+        ["summary", "requests", "errors", "windows"]
+    );
+    assert_eq!(
+        sheet(&mut book, "errors"),
+        [
+            vec![s("count"), s("status"), s("http_status"), s("message")],
+            vec![n(1.0), s("error"), n(500.0), s("HTTP 500: boom")],
+        ]
+    );
 
     // Summary: one row per figure of the JSON report, the run's value and
     // each group's, numbers as numbers.
@@ -246,7 +257,7 @@ fn no_windows_sheet_without_window_and_one_column_without_by() {
         .run()
         .ok();
     let mut book: Xlsx<_> = open_workbook(&book_path).unwrap();
-    assert_eq!(book.sheet_names(), ["summary", "requests"]);
+    assert_eq!(book.sheet_names(), ["summary", "requests", "errors"]);
     let summary = sheet(&mut book, "summary");
     assert_eq!(summary[0], [s("figure"), s("unit"), s("all")]);
 }

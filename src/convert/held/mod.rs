@@ -242,6 +242,16 @@ impl Kept {
         Ok(())
     }
 
+    /// Whether a request will be kept (see [`Kept::push`]).
+    pub(super) fn keeps(&self, req: &Request) -> bool {
+        match req.fate {
+            Fate::Failed => self.keep_failed,
+            Fate::CacheHit => self.keep_cache_hits,
+            Fate::NotGeneration | Fate::Unreplayable => false,
+            Fate::Ok => req.output_length > 0 || req.passthrough.is_some() || self.keep_failed,
+        }
+    }
+
     /// Keep a request, or count it as left out (failed, cache hit, not a
     /// model call, no output).
     pub(super) fn push(&mut self, req: Request) -> Result<()> {

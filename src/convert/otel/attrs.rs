@@ -259,6 +259,8 @@ pub(super) const INPUT: &[&str] = &[
     "gen_ai.usage.input_tokens",
     "gen_ai.usage.prompt_tokens",
     "llm.token_count.prompt",
+    // promptflow's LLM spans: the OpenAI usage, each key under `llm.usage.`.
+    "llm.usage.prompt_tokens",
     "ai.usage.inputTokens",
     "ai.usage.promptTokens",
 ];
@@ -266,6 +268,7 @@ pub(super) const OUTPUT: &[&str] = &[
     "gen_ai.usage.output_tokens",
     "gen_ai.usage.completion_tokens",
     "llm.token_count.completion",
+    "llm.usage.completion_tokens",
     "ai.usage.outputTokens",
     "ai.usage.completionTokens",
 ];
@@ -280,6 +283,8 @@ pub(super) const CACHED: &[&str] = &[
 pub(super) const MODEL: &[&str] = &[
     "gen_ai.response.model",
     "llm.model_name",
+    // promptflow: the answer's `model`.
+    "llm.response.model",
     "gen_ai.request.model",
     "ai.response.model",
     "ai.model.id",
@@ -329,6 +334,8 @@ pub(super) fn read_by_rules(key: &str) -> bool {
     const OTHERS: &[&str] = &[
         "gen_ai.operation.name",
         "openinference.span.kind",
+        "framework",
+        "span_type",
         "ai.operationId",
         "gen_ai.response.time_to_first_chunk",
         "gen_ai.server.time_to_first_token",

@@ -22,6 +22,13 @@ pub(super) fn is_call<O: Fields>(obj: &O, attrs: &Attrs) -> bool {
     if let Some(Value::String(k)) = present(attrs, "agentops.span.kind") {
         return k == "llm";
     }
+    // promptflow types every span it traces (`Function`, `Flow`,
+    // `Embedding`…); `LLM` is a call of a model's chat or completions API.
+    if present(attrs, "framework").and_then(Value::as_str) == Some("promptflow") {
+        if let Some(Value::String(t)) = present(attrs, "span_type") {
+            return t == "LLM";
+        }
+    }
     let kind = present(attrs, "openinference.span.kind").or_else(|| present(obj, "span_kind"));
     if let Some(Value::String(k)) = kind {
         return k.eq_ignore_ascii_case("LLM");

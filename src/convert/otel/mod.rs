@@ -7,8 +7,9 @@
 //!
 //! A span is a model call when `gen_ai.operation.name` is a generation
 //! (chat, text_completion, generate_content), else when OpenInference's
-//! span kind is LLM, else when the Vercel `ai.operationId` is a provider
-//! call (`….doGenerate`, `….doStream`), else when it reports token usage.
+//! span kind is LLM, else when promptflow's `span_type` is LLM, else when
+//! the Vercel `ai.operationId` is a provider call (`….doGenerate`,
+//! `….doStream`), else when it reports token usage.
 //! A call with another call under it (a client span over a gateway's) is a
 //! wrapper and is left out; so is the same call exported twice (same
 //! trace, start, end, response id, model and token counts).
