@@ -40,6 +40,9 @@ pub struct Ctx {
     pub(super) conversations: u64,
     /// Mooncake records read, across inputs (the rules across records).
     pub(super) mooncake: super::mooncake::Seen,
+    /// Coding agents' calls, across inputs (a session's subagents are
+    /// files of their own).
+    pub(super) agents: super::agents::Store,
 }
 
 impl Ctx {
@@ -62,7 +65,18 @@ impl Ctx {
             rate: args.rate,
             conversations: 0,
             mooncake: super::mooncake::Seen::default(),
+            agents: super::agents::Store::new(args),
         }
+    }
+
+    /// Whether the prompts' text is written (--keep-messages).
+    pub fn keep_messages(&self) -> bool {
+        self.keep_messages
+    }
+
+    /// The `--tokenizer` given.
+    pub fn tokenizer_name(&self) -> &str {
+        &self.tokenizer
     }
 
     /// A request read from the source. Without --keep-messages its prompt

@@ -83,6 +83,8 @@ pub struct Prepared {
     pub built: bool,
     /// The body as the endpoint takes it, when it differs from `body`.
     pub wire: Option<bytes::Bytes>,
+    /// The record's `observed.cached_tokens`, copied to its result.
+    pub observed_cached_tokens: Option<u64>,
 }
 
 impl Prepared {
@@ -112,11 +114,16 @@ pub fn outline(
     index: u64,
     opts: &BodyOptions,
 ) -> std::result::Result<Prepared, FieldError> {
-    let observed_prompt = rec
+    let observed = rec
         .get("observed")
-        .and_then(|o| serde_json::from_str::<Value>(o.get()).ok())
-        .and_then(|o| o.get("prompt_tokens").and_then(Value::as_u64))
-        .filter(|&n| n <= record::MAX_TOKENS);
+        .and_then(|o| serde_json::from_str::<Value>(o.get()).ok());
+    let observed_count = |field: &str| {
+        observed
+            .as_ref()
+            .and_then(|o| o.get(field).and_then(Value::as_u64))
+            .filter(|&n| n <= record::MAX_TOKENS)
+    };
+    let observed_prompt = observed_count("prompt_tokens");
     Ok(Prepared {
         index,
         id: rec.id()?.map(|s| s.into_owned()),
@@ -134,6 +141,7 @@ pub fn outline(
         delay: rec.delay()?,
         after: after(rec)?,
         session_header: session_header(rec, opts)?,
+        observed_cached_tokens: observed_count("cached_tokens"),
         ..Prepared::default()
     })
 }
