@@ -114,6 +114,20 @@ impl Store {
             .or_insert_with(|| key.to_string());
     }
 
+    /// The calls read so far (tests).
+    #[cfg(test)]
+    pub fn calls(&self) -> &[Call] {
+        &self.calls
+    }
+
+    /// The spawner named for an agent (tests).
+    #[cfg(test)]
+    pub fn spawner(&self, session: &str, agent: &str) -> Option<&str> {
+        self.spawns
+            .get(&(session.to_string(), agent.to_string()))
+            .map(String::as_str)
+    }
+
     /// A line that could not be read: said where, and counted.
     pub fn damaged(&mut self, loc: &Location, why: impl std::fmt::Display) {
         self.damaged += 1;
@@ -201,43 +215,47 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
         damaged,
         no_tokens,
         not_sessions: _,
-        by_key: _,
+        by_key,
     } = store;
+    drop(by_key);
     let mut sessions: BTreeMap<String, Vec<Call>> = BTreeMap::new();
     for c in calls {
         sessions.entry(c.session.clone()).or_default().push(c);
     }
-    let mut chains = prefix::Chains::default();
     let mut counts = Counts::default();
-    for (session, calls) in sessions {
-        let records = session_records(&session, calls, &spawns, &mut chains, &mut counts);
-        for (req, start) in records {
-            let inside = since_ns.is_none_or(|s| start >= s) && until_ns.is_none_or(|u| start < u);
-            if inside {
-                counts.kept_ids.insert(req.id.clone().unwrap_or_default());
-                counts.kept.push(req);
-            } else {
-                counts.outside += 1;
-            }
-        }
-    }
-    let kept_ids = std::mem::take(&mut counts.kept_ids);
     let mut padding: Option<Padding> = None;
-    for mut req in std::mem::take(&mut counts.kept) {
-        if req.prompt.is_some() && !req.delta {
-            if padding.is_none() {
-                padding = Some(Padding::new(ctx.tokenizer_name())?);
+    // One session at a time: its records go to the sort as they are made
+    // (its chains' seeds are its own, so nothing of it is kept after).
+    while let Some((session, calls)) = sessions.pop_first() {
+        let mut chains = prefix::Chains::default();
+        let records = session_records(&session, calls, &spawns, &mut chains, &mut counts);
+        let inside =
+            |start: i64| since_ns.is_none_or(|s| start >= s) && until_ns.is_none_or(|u| start < u);
+        let total = records.len();
+        let kept: Vec<Request> = records
+            .into_iter()
+            .filter(|(_, start)| inside(*start))
+            .map(|(r, _)| r)
+            .collect();
+        counts.outside += (total - kept.len()) as u64;
+        let kept_ids: std::collections::HashSet<String> =
+            kept.iter().filter_map(|r| r.id.clone()).collect();
+        for mut req in kept {
+            // A call whose dependencies were cut away by --since / --until
+            // is placed by its timestamp.
+            let before = req.after.len();
+            req.after.retain(|a| kept_ids.contains(a));
+            if req.after.is_empty() && before > 0 {
+                req.delay_ms = None;
             }
-            padding.as_mut().expect("made above").pad(&mut req)?;
+            if req.prompt.is_some() && !req.delta {
+                if padding.is_none() {
+                    padding = Some(Padding::new(ctx.tokenizer_name())?);
+                }
+                padding.as_mut().expect("made above").pad(&mut req)?;
+            }
+            ctx.push(req)?;
         }
-        // A call whose dependencies were cut away by --since / --until is
-        // placed by its timestamp.
-        let before = req.after.len();
-        req.after.retain(|a| kept_ids.contains(a));
-        if req.after.is_empty() && before > 0 {
-            req.delay_ms = None;
-        }
-        ctx.push(req)?;
     }
     counts.report(damaged, no_tokens);
     if let Some(p) = padding.filter(|p| p.padded > 0) {
@@ -312,8 +330,6 @@ impl Padding {
 /// What the last step says at the end.
 #[derive(Default)]
 struct Counts {
-    kept: Vec<Request>,
-    kept_ids: std::collections::HashSet<String>,
     outside: u64,
     understated: u64,
     incomplete: Vec<String>,

@@ -322,3 +322,151 @@ impl File {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Lines as Claude Code writes them (the fields read here; times in
+    /// seconds of 2026-01-14T19:20).
+    fn at(s: u32) -> String {
+        format!("2026-01-14T19:20:{s:02}.000Z")
+    }
+
+    fn user(s: u32, extra: &str) -> String {
+        format!(
+            r#"{{"type":"user","sessionId":"S","isSidechain":false,"timestamp":"{}","message":{{"role":"user","content":"go"}}{extra}}}"#,
+            at(s)
+        )
+    }
+
+    fn answer(s: u32, req: &str, usage: (u64, u64, u64, u64), stop: &str, extra: &str) -> String {
+        let (i, cc, cr, o) = usage;
+        format!(
+            r#"{{"type":"assistant","sessionId":"S","isSidechain":false,"timestamp":"{}","requestId":"{req}","message":{{"id":"msg_{req}","model":"claude-x","role":"assistant","content":[{extra}],"stop_reason":{stop},"usage":{{"input_tokens":{i},"cache_creation_input_tokens":{cc},"cache_read_input_tokens":{cr},"output_tokens":{o}}}}}}}"#,
+            at(s)
+        )
+    }
+
+    fn ctx() -> Ctx {
+        Ctx::new(&super::super::Args::parse_from(["trace-convert"]))
+    }
+
+    fn read_text(ctx: &mut Ctx, name: &str, lines: &[String]) {
+        let text = lines.join("\n");
+        read(
+            Box::new(std::io::Cursor::new(text.into_bytes())),
+            name.into(),
+            ctx,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn one_call_per_request_its_output_the_final_count_and_a_compaction_starts_anew() {
+        let mut c = ctx();
+        read_text(
+            &mut c,
+            "S.jsonl",
+            &[
+                user(0, ""),
+                // Two blocks of one request: the second has the final count.
+                answer(1, "r1", (3, 100, 0, 5), "null", ""),
+                answer(2, "r1", (3, 100, 0, 40), r#""tool_use""#, ""),
+                user(3, ""),
+                // An error Claude Code shows as an answer: not a call.
+                r#"{"type":"assistant","sessionId":"S","timestamp":"2026-01-14T19:20:04.000Z","message":{"model":"<synthetic>","content":[]}}"#.to_string(),
+                // Only the stream's first count was kept.
+                answer(5, "r2", (1, 10, 103, 7), "null", ""),
+                r#"{"type":"system","subtype":"compact_boundary","sessionId":"S","timestamp":"2026-01-14T19:20:06.000Z"}"#.to_string(),
+                user(7, ""),
+                answer(8, "r3", (2, 50, 0, 9), r#""end_turn""#, ""),
+            ],
+        );
+        let calls = c.agents.calls();
+        type Seen = (u64, u64, Option<u64>, bool, u32, i64, i64);
+        let got: Vec<Seen> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.input,
+                    c.output,
+                    c.cached,
+                    c.understated,
+                    c.epoch,
+                    c.start_ns / 1_000_000_000 % 60,
+                    c.end_ns / 1_000_000_000 % 60,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                // 3 + 100 + 0; started at the user's line (0 s).
+                (103, 40, Some(0), false, 0, 0, 2),
+                // 1 + 10 + 103; from the tool result (3 s), not the
+                // synthetic line.
+                (114, 7, Some(103), true, 0, 3, 5),
+                (52, 9, Some(0), false, 1, 7, 8),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_subagent_s_copied_calls_give_way_to_its_own_file_and_its_spawner_is_named() {
+        let mut c = ctx();
+        let task = r#"{"type":"tool_use","id":"tu1","name":"Task","input":{}}"#;
+        let progress = r#"{"type":"progress","sessionId":"S","parentToolUseID":"tu1","timestamp":"2026-01-14T19:20:02.000Z","data":{"type":"agent_progress","agentId":"ab","message":{"type":"assistant","timestamp":"2026-01-14T19:20:02.000Z","requestId":"s1","message":{"model":"claude-y","content":[],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":6}}}}}"#;
+        let result = r#","toolUseResult":{"agentId":"ab"}"#;
+        let mut done = user(3, result);
+        done = done.replace(
+            r#""content":"go""#,
+            r#""content":[{"type":"tool_result","tool_use_id":"tu1","content":"ok"}]"#,
+        );
+        read_text(
+            &mut c,
+            "S.jsonl",
+            &[
+                user(0, ""),
+                answer(1, "r1", (1, 10, 0, 20), r#""tool_use""#, task),
+                progress.to_string(),
+                done,
+                answer(4, "r2", (1, 0, 40, 5), r#""end_turn""#, ""),
+            ],
+        );
+        assert_eq!(c.agents.calls().len(), 3);
+        assert!(c.agents.calls()[1].copy);
+        assert_eq!(c.agents.spawner("S", "ab"), Some("r1"));
+        // The subagent's own file: the same request, once.
+        let own = r#"{"type":"assistant","sessionId":"S","isSidechain":true,"agentId":"ab","timestamp":"2026-01-14T19:20:02.000Z","requestId":"s1","message":{"model":"claude-y","content":[],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":6}}}"#;
+        read_text(&mut c, "S/subagents/agent-ab.jsonl", &[own.to_string()]);
+        let calls = c.agents.calls();
+        assert_eq!(calls.len(), 3);
+        let sub = &calls[1];
+        assert_eq!(
+            (sub.agent.as_deref(), sub.copy, sub.input),
+            (Some("ab"), false, 5)
+        );
+    }
+
+    #[test]
+    fn a_line_cut_short_or_of_another_shape_is_counted_and_the_rest_read() {
+        let mut c = ctx();
+        let mut cut = answer(2, "r2", (1, 1, 1, 1), "null", "");
+        cut.truncate(60);
+        read_text(
+            &mut c,
+            "S.jsonl",
+            &[
+                user(0, ""),
+                answer(1, "r1", (1, 2, 3, 4), r#""end_turn""#, ""),
+                answer(2, "r9", (1, 2, 3, 4), r#""end_turn""#, "")
+                    .replace(r#""input_tokens":1"#, r#""input_tokens":"one""#),
+                cut,
+            ],
+        );
+        assert_eq!(c.agents.damaged, 2);
+        assert_eq!(c.agents.calls().len(), 1);
+    }
+}

@@ -263,3 +263,57 @@ fn text_of(content: Option<&Value>) -> String {
         _ => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn a_jsonl_chat_keeps_the_last_writing_of_each_message_and_forgets_what_was_rewound() {
+        let mut ctx = Ctx::new(&super::super::Args::parse_from(["trace-convert"]));
+        let t = |s: u32| format!("2026-01-16T11:00:{s:02}.000Z");
+        let tokens = |i: u64, o: u64, th: u64| {
+            format!(
+                r#""tokens":{{"input":{i},"output":{o},"cached":0,"thoughts":{th},"tool":0,"total":0}}"#
+            )
+        };
+        let lines = [
+            r#"{"sessionId":"S","projectHash":"h","startTime":"2026-01-16T11:00:00.000Z","kind":"main"}"#.to_string(),
+            format!(r#"{{"id":"u1","type":"user","timestamp":"{}","content":"hi"}}"#, t(0)),
+            // Written first without tokens, then again with them.
+            format!(r#"{{"id":"g1","type":"gemini","timestamp":"{}","content":"","model":"m"}}"#, t(2)),
+            format!(r#"{{"id":"g1","type":"gemini","timestamp":"{}","content":"","model":"m",{}}}"#, t(2), tokens(10, 2, 3)),
+            format!(r#"{{"id":"u2","type":"user","timestamp":"{}","content":"more"}}"#, t(4)),
+            format!(r#"{{"id":"g2","type":"gemini","timestamp":"{}","content":"","model":"m",{}}}"#, t(5), tokens(20, 2, 0)),
+            // The user rewound to before u2: u2 and g2 are gone.
+            r#"{"$rewindTo":"u2"}"#.to_string(),
+            format!(r#"{{"id":"u3","type":"user","timestamp":"{}","content":"else"}}"#, t(7)),
+            format!(r#"{{"id":"g3","type":"gemini","timestamp":"{}","content":"","model":"m",{}}}"#, t(9), tokens(30, 4, 1)),
+            r#"{"$set":{"lastUpdated":"2026-01-16T11:00:09.000Z"}}"#.to_string(),
+        ];
+        let text = lines.join("\n");
+        read(
+            Box::new(std::io::Cursor::new(text.into_bytes())),
+            "chats/session-x.jsonl".into(),
+            &mut ctx,
+        )
+        .unwrap();
+        let got: Vec<(Option<&str>, u64, u64, i64)> = ctx
+            .agents
+            .calls()
+            .iter()
+            .map(|c| {
+                (
+                    c.key.as_deref(),
+                    c.input,
+                    c.output,
+                    c.start_ns / 1_000_000_000 % 60,
+                )
+            })
+            .collect();
+        // Outputs count thoughts: 2 + 3, 4 + 1; g3 starts at u3 (7 s).
+        assert_eq!(got, vec![(Some("g1"), 10, 5, 0), (Some("g3"), 30, 5, 7)]);
+        assert_eq!(ctx.agents.no_tokens, 0);
+    }
+}

@@ -361,7 +361,9 @@ fn an_unrecognised_input_points_at_the_formats_read() {
     let run = run_stdin("trace-convert", &[], "{\"hello\": 1}\n");
     run.code(2)
         .stderr_has("cannot recognise the format")
-        .stderr_has("sharegpt, claude-code, codex, gemini-cli (what each reads: `trace-convert --help`");
+        .stderr_has(
+            "sharegpt, claude-code, codex, gemini-cli (what each reads: `trace-convert --help`",
+        );
 }
 
 #[test]
