@@ -69,7 +69,9 @@ pub struct Call {
 #[derive(Default)]
 pub struct Store {
     calls: Vec<Call>,
-    by_key: HashMap<(String, String), usize>,
+    /// A hash of (session, request key) → the call: 16 bytes a call where
+    /// the strings would take a hundred.
+    by_key: HashMap<u64, usize>,
     /// (session, agent) → the key of the call that spawned the agent.
     spawns: HashMap<(String, String), String>,
     since_ns: Option<i64>,
@@ -95,7 +97,10 @@ impl Store {
     /// same call: a copy gives way to the original.
     pub fn add(&mut self, call: Call) {
         if let Some(key) = &call.key {
-            let k = (call.session.clone(), key.clone());
+            let k = crate::hash::stable_hash(
+                crate::hash::stable_hash(0xca11, call.session.as_bytes()),
+                key.as_bytes(),
+            );
             if let Some(&i) = self.by_key.get(&k) {
                 if self.calls[i].copy && !call.copy {
                     self.calls[i] = call;

@@ -452,3 +452,52 @@ fn a_replayed_rollout_carries_the_recorded_cached_tokens_to_its_results() {
     let rate = sum.json()["sessions"]["recorded_cache_hit_rate"]["mean"].as_f64();
     assert_eq!(rate, Some(238848.0 / 298373.0));
 }
+
+#[test]
+fn keep_messages_gives_a_claude_code_subagent_its_own_conversation() {
+    // The subagent's first call (its file's lines 1-6) carries its whole
+    // conversation, after a made-up system message, and waits for the
+    // Task call without continuing it; its second call adds the four tool
+    // results of lines 7-10, in the order written, under the ids of the
+    // tool_use blocks of lines 5, 6, 3 and 4.
+    let run = convert(&["--keep-messages", &fixture(CLAUDE)]);
+    valid(&run);
+    run.stderr_has("a made-up system message begins the first prompt of 2 conversations");
+    let out = run.json_lines();
+    let s = CLAUDE_SESSION;
+    let a0 = by_id(&out, &format!("{s}/a485154:0"));
+    assert!(a0.get("message_mode").is_none());
+    assert_eq!(a0["after"][0], format!("{s}:0"));
+    let roles: Vec<&str> = a0["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user"]);
+    assert_eq!(a0["observed"]["prompt_tokens"], 17162);
+    let a1 = by_id(&out, &format!("{s}/a485154:1"));
+    assert_eq!(a1["message_mode"], "delta");
+    let ids: Vec<&str> = a1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "toolu_bdrk_01BrsVn3dprfXUudaGPQXzoN",
+            "toolu_bdrk_01LMs4EbseoueRmSGCyoSfrN",
+            "toolu_bdrk_01UoWJ1KSnr6MDLpHjDT9bcG",
+            "toolu_bdrk_01F6FkgsnEnCEfrFV9F8NW65",
+        ]
+    );
+    // The main agent's second call: the Task's result (line 7).
+    let m1 = by_id(&out, &format!("{s}:1"));
+    assert_eq!(m1["message_mode"], "delta");
+    assert_eq!(
+        m1["messages"][0]["tool_call_id"],
+        "toolu_bdrk_019PUUtqzQg8U5ogfuyQ7yLV"
+    );
+}
