@@ -213,8 +213,38 @@ pub struct Source {
 
 /// Every source, in the order `--help` lists them and auto-detection tries
 /// them: a sniff whose markers can also occur in a source listed after it
-/// leaves that source's inputs alone.
+/// leaves that source's inputs alone. The coding agents' logs come first:
+/// their markers are their own, while a tool call's arguments in them may
+/// hold any key another source looks for (`projectId`, `traceId`).
 pub const SOURCES: &[Source] = &[
+    Source {
+        name: "claude-code",
+        help: "Claude Code sessions (~/.claude/projects/PROJECT/: SESSION.jsonl and its \
+               subagents' files): one record per API request, subagents as `after` fan-out \
+               and join",
+        sniff: claude_code::sniff,
+        read: claude_code::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
+    Source {
+        name: "codex",
+        help: "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl): one record \
+               per model call (`token_count`)",
+        sniff: codex::sniff,
+        read: codex::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
+    Source {
+        name: "gemini-cli",
+        help: "Gemini CLI chats (~/.gemini/tmp/HASH/chats/session-*.json, .jsonl): one record \
+               per answer with `tokens`",
+        sniff: gemini_cli::sniff,
+        read: gemini_cli::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
     Source {
         name: "litellm",
         help: "LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows \
@@ -337,34 +367,6 @@ pub const SOURCES: &[Source] = &[
         read: sharegpt::read,
         finish: None,
         takes_rate: true,
-    },
-    Source {
-        name: "claude-code",
-        help: "Claude Code sessions (~/.claude/projects/PROJECT/: SESSION.jsonl and its \
-               subagents' files): one record per API request, subagents as `after` fan-out \
-               and join",
-        sniff: claude_code::sniff,
-        read: claude_code::read,
-        finish: Some(agents::finish),
-        takes_rate: false,
-    },
-    Source {
-        name: "codex",
-        help: "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl): one record \
-               per model call (`token_count`)",
-        sniff: codex::sniff,
-        read: codex::read,
-        finish: Some(agents::finish),
-        takes_rate: false,
-    },
-    Source {
-        name: "gemini-cli",
-        help: "Gemini CLI chats (~/.gemini/tmp/HASH/chats/session-*.json, .jsonl): one record \
-               per answer with `tokens`",
-        sniff: gemini_cli::sniff,
-        read: gemini_cli::read,
-        finish: Some(agents::finish),
-        takes_rate: false,
     },
 ];
 

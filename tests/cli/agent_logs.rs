@@ -362,7 +362,7 @@ fn an_unrecognised_input_points_at_the_formats_read() {
     run.code(2)
         .stderr_has("cannot recognise the format")
         .stderr_has(
-            "sharegpt, claude-code, codex, gemini-cli (what each reads: `trace-convert --help`",
+            "one of: claude-code, codex, gemini-cli, litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, copilot, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt (what each reads: `trace-convert --help`",
         );
 }
 
