@@ -316,4 +316,26 @@ mod tests {
         assert_eq!(got, vec![(Some("g1"), 10, 5, 0), (Some("g3"), 30, 5, 7)]);
         assert_eq!(ctx.agents.no_tokens, 0);
     }
+
+    #[test]
+    fn a_subagent_chat_is_a_subagent_of_the_session_its_folder_names() {
+        let mut ctx = Ctx::new(&super::super::Args::parse_from(["trace-convert"]));
+        let text = [
+            r#"{"sessionId":"sub-1","projectHash":"h","startTime":"2026-01-16T11:00:00.000Z","kind":"subagent"}"#,
+            r#"{"id":"u1","type":"user","timestamp":"2026-01-16T11:00:01.000Z","content":"task"}"#,
+            r#"{"id":"g1","type":"gemini","timestamp":"2026-01-16T11:00:03.000Z","content":"","model":"m","tokens":{"input":7,"output":1,"cached":0,"thoughts":0,"tool":0,"total":8}}"#,
+        ]
+        .join("\n");
+        read(
+            Box::new(std::io::Cursor::new(text.into_bytes())),
+            "tmp/h/chats/parent-9/sub-1.jsonl".into(),
+            &mut ctx,
+        )
+        .unwrap();
+        let c = &ctx.agents.calls()[0];
+        assert_eq!(
+            (c.session.as_str(), c.agent.as_deref()),
+            ("parent-9", Some("sub-1"))
+        );
+    }
 }
