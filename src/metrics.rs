@@ -23,10 +23,10 @@ mod slo;
 pub use crate::stats::{Dist, EXACT_LIMIT, PercentileRule, Summary};
 pub use aggregate::{Aggregate, ErrorKind, Errors, Fidelity, MAX_ERROR_KINDS};
 pub use convention::{Convention, ConventionDists, Names};
-pub use fold::{fold, session_of, view_of};
+pub use fold::{fold, fold_call, session_of, view_of};
 pub use options::{Conventions, SummaryOptions};
 pub use series::{InFlight, MAX_WINDOWS, Seconds, WINDOW_EXACT_LIMIT, Window, token_arrivals};
-pub use sessions::{SessionFigures, Sessions};
+pub use sessions::{SessionFigures, Sessions, Side};
 pub use slo::{Slo, SloMetric, parse_slo};
 
 #[cfg(test)]
@@ -56,7 +56,7 @@ mod tests {
                     e2e_ms: Some(ms),
                     ..ResultView::empty()
                 };
-                s.add(id, None, None, &r);
+                s.add(id, None, None, None, &r);
             }
             let f = s.figures();
             let d = f.duration_ms.summary(&[]).expect("three sessions");

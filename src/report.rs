@@ -259,6 +259,47 @@ pub struct SessionsFigures {
     pub ttft_first_turn_ms: Stats,
     pub ttft_later_turns_ms: Stats,
     pub ttft_by_model_ms: Keyed<Stats>,
+    /// Per session: the prefix cache hit rate the recorded session had
+    /// (`observed_cached_tokens` / `input_length`), for traces that kept it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_cache_hit_rate: Option<Stats>,
+    /// The same by turn position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_cache_hit_rate_by_turn: Option<Keyed<Option<f64>>>,
+    /// The main agents' calls against the subagents', when results name
+    /// subagents' calls (`SESSION/AGENT:N` ids).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<AgentsFigures>,
+}
+
+/// The main agents' calls and the subagents'.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentsFigures {
+    pub main: AgentSide,
+    pub subagents: AgentSide,
+}
+
+/// One side's calls: how many, how many ok, the prefix cache hit rate this
+/// run had and the one recorded, and TTFT.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentSide {
+    pub calls: u64,
+    pub ok: u64,
+    pub cache_hit_rate: Option<f64>,
+    pub recorded_cache_hit_rate: Option<f64>,
+    pub ttft_ms: Stats,
+}
+
+impl AgentSide {
+    fn of(s: &crate::metrics::Side, ps: &[f64]) -> AgentSide {
+        AgentSide {
+            calls: s.calls,
+            ok: s.ok,
+            cache_hit_rate: per(s.cached, s.prompt),
+            recorded_cache_hit_rate: per(s.recorded_cached, s.recorded_prompt),
+            ttft_ms: Stats::of(&s.ttft, ps),
+        }
+    }
 }
 
 impl SessionsFigures {
@@ -282,6 +323,18 @@ impl SessionsFigures {
                 .iter()
                 .map(|(m, d)| (m.clone(), Stats::of(d, ps)))
                 .collect(),
+            recorded_cache_hit_rate: (f.recorded_cache_hit_rate.count() > 0)
+                .then(|| Stats::of(&f.recorded_cache_hit_rate, ps)),
+            recorded_cache_hit_rate_by_turn: (!f.recorded_by_turn.is_empty()).then(|| {
+                f.recorded_by_turn
+                    .iter()
+                    .map(|(t, c, p)| (t.to_string(), per(*c, *p)))
+                    .collect()
+            }),
+            agents: f.agents.as_ref().map(|[main, sub]| AgentsFigures {
+                main: AgentSide::of(main, ps),
+                subagents: AgentSide::of(sub, ps),
+            }),
         }
     }
 }

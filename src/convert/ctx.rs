@@ -47,6 +47,9 @@ pub struct Ctx {
     starts: HashMap<u64, i64>,
     /// --no-graph: no `after` is written.
     no_graph: bool,
+    /// Coding agents' calls, across inputs (a session's subagents are
+    /// files of their own).
+    pub(super) agents: super::agents::Store,
 }
 
 impl Ctx {
@@ -71,7 +74,18 @@ impl Ctx {
             mooncake: super::mooncake::Seen::default(),
             starts: HashMap::new(),
             no_graph: args.no_graph,
+            agents: super::agents::Store::new(args),
         }
+    }
+
+    /// Whether the prompts' text is written (--keep-messages).
+    pub fn keep_messages(&self) -> bool {
+        self.keep_messages
+    }
+
+    /// The `--tokenizer` given.
+    pub fn tokenizer_name(&self) -> &str {
+        &self.tokenizer
     }
 
     /// A request read from the source. Without --keep-messages its prompt

@@ -11,16 +11,20 @@
 //! Sorting needs every request: beyond the memory budget (`--memory`)
 //! they are sorted in runs on disk and merged (see [`held`]).
 
+pub mod agents;
 pub mod azure;
 pub mod bailian;
 pub mod burstgpt;
 pub mod chat;
+pub mod claude_code;
+pub mod codex;
 pub mod container;
 pub mod copilot;
 mod ctx;
 mod destination;
 pub mod dynamo;
 pub mod fields;
+pub mod gemini_cli;
 pub mod graph;
 pub mod hashing;
 mod held;
@@ -155,6 +159,17 @@ pub struct Args {
     #[arg(long, value_name = "R", value_parser = positive_rate)]
     pub rate: Option<f64>,
 
+    /// claude-code, codex and gemini-cli only: leave out the calls that
+    /// started before this time: a date (2026-03-01, midnight UTC) or a
+    /// date-time with its zone (2026-03-01T09:30:00Z).
+    #[arg(long, value_name = "TIME", value_parser = agents::when)]
+    pub since: Option<agents::When>,
+
+    /// claude-code, codex and gemini-cli only: leave out the calls that
+    /// started at or after this time (as --since).
+    #[arg(long, value_name = "TIME", value_parser = agents::when)]
+    pub until: Option<agents::When>,
+
     /// Memory for the records being sorted: beyond it they are sorted in
     /// runs written to temporary files (in TMPDIR, about the output's size
     /// in all) and merged; the output is the same. K, M and G multiply by
@@ -199,8 +214,38 @@ pub struct Source {
 
 /// Every source, in the order `--help` lists them and auto-detection tries
 /// them: a sniff whose markers can also occur in a source listed after it
-/// leaves that source's inputs alone.
+/// leaves that source's inputs alone. The coding agents' logs come first:
+/// their markers are their own, while a tool call's arguments in them may
+/// hold any key another source looks for (`projectId`, `traceId`).
 pub const SOURCES: &[Source] = &[
+    Source {
+        name: "claude-code",
+        help: "Claude Code sessions (~/.claude/projects/PROJECT/: SESSION.jsonl and its \
+               subagents' files): one record per API request, subagents as `after` fan-out \
+               and join",
+        sniff: claude_code::sniff,
+        read: claude_code::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
+    Source {
+        name: "codex",
+        help: "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl): one record \
+               per model call (`token_count`)",
+        sniff: codex::sniff,
+        read: codex::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
+    Source {
+        name: "gemini-cli",
+        help: "Gemini CLI chats (~/.gemini/tmp/HASH/chats/session-*.json, .jsonl): one record \
+               per answer with `tokens`",
+        sniff: gemini_cli::sniff,
+        read: gemini_cli::read,
+        finish: Some(agents::finish),
+        takes_rate: false,
+    },
     Source {
         name: "litellm",
         help: "LiteLLM StandardLoggingPayload objects or LiteLLM_SpendLogs rows \
@@ -497,6 +542,9 @@ pub struct Request {
     /// Think or tool time after what it waits for completed, ms: written
     /// as `delay`.
     pub delay_ms: Option<f64>,
+    /// Its messages are what it adds to the conversation of the call it
+    /// waits for first: written as `message_mode` `"delta"`.
+    pub delta: bool,
 }
 
 impl Request {
@@ -526,6 +574,7 @@ impl Request {
             no_output: None,
             after: Vec::new(),
             delay_ms: None,
+            delta: false,
         }
     }
 }
@@ -536,7 +585,7 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
     let (mut out, destination) = destination::open(args.output.output.as_deref())?;
     let mut ctx = Ctx::new(args);
     let mut format = source_named(&args.from);
-    for spec in &specs {
+    for (i, (spec, in_dir)) in specs.iter().enumerate() {
         let name = spec.display_name();
         let mut reader = io::open_input(spec)?;
         let source = match format {
@@ -546,7 +595,16 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
                     // Nothing to recognise, and nothing to convert.
                     continue;
                 }
-                let source = detect(&mut reader, &name)?;
+                let source = match detect(&mut reader, &name) {
+                    Ok(source) => source,
+                    // A folder an agent keeps holds more than its sessions
+                    // (an index, tool outputs): recognise by the next file.
+                    Err(_) if *in_dir && specs[i + 1..].iter().any(|(_, d)| *d) => {
+                        cli::note(format!("{name}: not a format read here; left out"));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 cli::note(format!(
                     "{name}: recognised as {} input (choose with --from)",
                     source.name
@@ -569,6 +627,14 @@ pub fn run(args: &Args) -> Result<cli::Outcome> {
             return Err(Error::usage(format!(
                 "--rate applies to {} input only; {} input has its own arrival times",
                 takers, source.name
+            )));
+        }
+        if (args.since.is_some() || args.until.is_some()) && !agents::SOURCES.contains(&source.name)
+        {
+            return Err(Error::usage(format!(
+                "--since and --until apply to {} input only, not {}",
+                agents::SOURCES.join(", "),
+                source.name
             )));
         }
         (source.read)(reader, name, &mut ctx)?;
@@ -615,8 +681,8 @@ fn nothing_written(source: Option<&Source>, read: u64, traces: u64) -> String {
 }
 
 /// Directories become the files under them (recursively, sorted by path,
-/// hidden files left out).
-fn expand_inputs(specs: &[InputSpec]) -> Result<Vec<InputSpec>> {
+/// hidden files left out), each marked as found in a directory.
+fn expand_inputs(specs: &[InputSpec]) -> Result<Vec<(InputSpec, bool)>> {
     let mut out = Vec::new();
     for spec in specs {
         match spec {
@@ -630,9 +696,9 @@ fn expand_inputs(specs: &[InputSpec]) -> Result<Vec<InputSpec>> {
                         p.display()
                     )));
                 }
-                out.extend(files.into_iter().map(InputSpec::Path));
+                out.extend(files.into_iter().map(|f| (InputSpec::Path(f), true)));
             }
-            other => out.push(other.clone()),
+            other => out.push((other.clone(), false)),
         }
     }
     Ok(out)
@@ -686,7 +752,8 @@ fn detect(reader: &mut Box<dyn BufRead + Send>, source: &str) -> Result<&'static
     SOURCES.iter().find(|s| (s.sniff)(&head)).ok_or_else(|| {
         let names: Vec<&str> = SOURCES.iter().map(|s| s.name).collect();
         Error::msg(format!(
-            "{source}: cannot recognise the format; give --from with one of: {}",
+            "{source}: cannot recognise the format; give --from with one of: {} \
+             (what each reads: `trace-convert --help`, or trace-convert(1))",
             names.join(", ")
         ))
     })

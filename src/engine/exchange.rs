@@ -555,6 +555,7 @@ pub fn skeleton(
         start_time,
         input_length: req.input_length,
         output_length: req.output_length,
+        observed_cached_tokens: req.observed_cached_tokens,
         measure: Measure {
             status: Status::Cancelled,
             ..Measure::default()

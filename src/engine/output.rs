@@ -269,6 +269,7 @@ impl ResultWriter {
                 start_time: std::mem::take(&mut r.start_time),
                 input_length: r.input_length,
                 output_length: r.output_length,
+                observed_cached_tokens: r.observed_cached_tokens,
                 warmup: r.warmup,
                 shard: r.shard.take(),
                 measure: Measure {

@@ -86,6 +86,8 @@ pub struct Prepared {
     /// The prompt's `hash_ids`, for a server that models a prefix cache
     /// (the twin); empty otherwise.
     pub blocks: Vec<u64>,
+    /// The record's `observed.cached_tokens`, copied to its result.
+    pub observed_cached_tokens: Option<u64>,
 }
 
 impl Prepared {
@@ -115,11 +117,16 @@ pub fn outline(
     index: u64,
     opts: &BodyOptions,
 ) -> std::result::Result<Prepared, FieldError> {
-    let observed_prompt = rec
+    let observed = rec
         .get("observed")
-        .and_then(|o| serde_json::from_str::<Value>(o.get()).ok())
-        .and_then(|o| o.get("prompt_tokens").and_then(Value::as_u64))
-        .filter(|&n| n <= record::MAX_TOKENS);
+        .and_then(|o| serde_json::from_str::<Value>(o.get()).ok());
+    let observed_count = |field: &str| {
+        observed
+            .as_ref()
+            .and_then(|o| o.get(field).and_then(Value::as_u64))
+            .filter(|&n| n <= record::MAX_TOKENS)
+    };
+    let observed_prompt = observed_count("prompt_tokens");
     Ok(Prepared {
         index,
         id: rec.id()?.map(|s| s.into_owned()),
@@ -137,6 +144,7 @@ pub fn outline(
         delay: rec.delay()?,
         after: after(rec)?,
         session_header: session_header(rec, opts)?,
+        observed_cached_tokens: observed_count("cached_tokens"),
         ..Prepared::default()
     })
 }

@@ -204,6 +204,7 @@ pub fn to_text(title: &str, j: &Report, o: &SummaryOptions, style: Style) -> Str
                 rates.join(", "),
             ]);
         }
+        recorded_rows(s, &mut facts);
     }
     let cache = &j.prefix_cache;
     if cache.results > 0 {
@@ -394,4 +395,54 @@ fn prompt_share(prompt: u64, output: u64) -> String {
         return "-".into();
     }
     format!("{}%", number(Some(100.0 * prompt as f64 / all as f64), 1))
+}
+
+/// The cache hit rate the recorded sessions had, beside this run's, and
+/// the main agents' calls against the subagents'.
+fn recorded_rows(s: &crate::report::SessionsFigures, facts: &mut Vec<Vec<String>>) {
+    if let Some(r) = &s.recorded_cache_hit_rate {
+        facts.push(vec![
+            "recorded prefix cache hit rate".into(),
+            format!(
+                "per session mean {}, min {} (this run: mean {}, min {})",
+                number(r.mean, 3),
+                number(r.min, 3),
+                number(s.cache_hit_rate.mean, 3),
+                number(s.cache_hit_rate.min, 3),
+            ),
+        ]);
+    }
+    if let Some(by_turn) = &s.recorded_cache_hit_rate_by_turn {
+        let rates: Vec<String> = by_turn
+            .iter()
+            .map(|(t, r)| {
+                let now = s.cache_hit_rate_by_turn.get(t).copied().flatten();
+                format!("{t}: {} ({})", number(*r, 3), number(now, 3))
+            })
+            .collect();
+        facts.push(vec![
+            "recorded hit rate by turn (this run's)".into(),
+            rates.join(", "),
+        ]);
+    }
+    if let Some(a) = &s.agents {
+        let side = |name: &str, x: &crate::report::AgentSide| {
+            format!(
+                "{name} {} calls ({} ok), hit rate {} (recorded {}), TTFT p50 {} ms",
+                x.calls,
+                x.ok,
+                number(x.cache_hit_rate, 3),
+                number(x.recorded_cache_hit_rate, 3),
+                number(x.ttft_ms.percentile(50.0), 1),
+            )
+        };
+        facts.push(vec![
+            "main agents and subagents".into(),
+            format!(
+                "{}; {}",
+                side("main", &a.main),
+                side("subagents", &a.subagents)
+            ),
+        ]);
+    }
 }

@@ -82,6 +82,9 @@ pub struct ResultRecord {
     pub input_length: Option<u64>,
     /// Output tokens the trace asked for (`max_tokens`).
     pub output_length: Option<u64>,
+    /// The trace's `observed.cached_tokens`: prompt tokens the recorded
+    /// session's provider cache served.
+    pub observed_cached_tokens: Option<u64>,
     /// A warmup request, left out of summaries.
     pub warmup: bool,
     /// `K/N` when the run was one shard of a multi-machine replay.
@@ -389,6 +392,10 @@ result_fields! {
     prompt_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
     completion_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
     cached_tokens: Option<u64>, OptInteger, Null, Figure, Limit::Tokens(MAX_REPORTED_TOKENS), measure;
+    // The trace's `observed.cached_tokens`: what the recorded session's
+    // provider cache served, beside what this run's did.
+    #[serde(default)]
+    observed_cached_tokens: Option<u64>, OptInteger, Omitted, Figure, Limit::Tokens(MAX_TOKENS), record;
     finish_reason: Option<String>, OptText, Null, Label, Limit::None, measure;
     status: Status, Status, Never, Figure, Limit::None, measure;
     http_status: Option<u16>, OptInteger, Null, Figure, Limit::None, measure;
@@ -691,6 +698,7 @@ mod tests {
                 start_time: "2026-11-22T10:00:00.123456Z".into(),
                 input_length: (next(2) == 0).then(|| next(u64::MAX)),
                 output_length: (next(2) == 0).then(|| next(50)),
+                observed_cached_tokens: None,
                 warmup: next(2) == 0,
                 measure: Measure {
                     finish_reason,
@@ -725,6 +733,23 @@ mod tests {
     /// Every field of the record and its measure is a row of the table, in
     /// the struct's order or not: a field left out would never be written.
     #[test]
+    fn observed_cached_tokens_is_written_after_cached_tokens_only_when_the_trace_had_it() {
+        let mut r = ResultRecord {
+            start_time: "t".into(),
+            ..ResultRecord::default()
+        };
+        assert!(!r.to_json_line().contains("observed_cached_tokens"));
+        r.observed_cached_tokens = Some(4096);
+        let line = r.to_json_line();
+        assert!(line.contains(r#""cached_tokens":null,"observed_cached_tokens":4096,"#));
+        let mut itl = Vec::new();
+        let view = ResultView::read(&line, &mut itl).unwrap();
+        assert_eq!(view.observed_cached_tokens, Some(4096));
+        let back: ResultRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
     fn every_field_is_in_the_table() {
         let shown = format!("{:?}", ResultRecord::default());
         let mut names: Vec<&str> = shown
@@ -736,7 +761,7 @@ mod tests {
         let mut table: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
         table.sort_unstable();
         assert_eq!(names, table);
-        assert_eq!(FIELDS.len(), 24);
+        assert_eq!(FIELDS.len(), 25);
         assert_eq!(Key::shard as usize, FIELDS.len() - 1);
         // Every result has these two; a peer's result may lack the rest.
         assert_eq!(
@@ -785,6 +810,7 @@ mod tests {
                 start_time: "2026-11-22T10:00:00Z".into(),
                 input_length: (next(2) == 0).then(|| next(5000)),
                 output_length: (next(2) == 0).then(|| next(50)),
+                observed_cached_tokens: None,
                 warmup: next(5) == 0,
                 shard,
                 measure: Measure {

@@ -134,6 +134,9 @@ pub struct ResultView<'a> {
     /// Server-reported cached prompt tokens.
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// The trace's `observed.cached_tokens`.
+    #[serde(default)]
+    pub observed_cached_tokens: Option<u64>,
     /// What happened.
     pub status: Status,
     /// HTTP status, if any.
@@ -161,6 +164,7 @@ impl<'a> ResultView<'a> {
             prompt_tokens: None,
             completion_tokens: None,
             cached_tokens: None,
+            observed_cached_tokens: None,
             status: Status::Ok,
             http_status: None,
             warmup: false,

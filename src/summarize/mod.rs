@@ -318,8 +318,8 @@ fn with_a_session() -> Aggregate {
     let mut a = Aggregate::default();
     let line = r#"{"sent_ms":0,"status":"ok","prompt_tokens":1,"cached_tokens":0,"ttft_ms":1}"#;
     if let Ok(view) = ResultView::parse(line) {
-        a.sessions.add("s", Some(1), Some("m"), &view);
-        a.sessions.add("s", Some(2), Some("m"), &view);
+        a.sessions.add("s", Some(1), Some("m"), None, &view);
+        a.sessions.add("s", Some(2), Some("m"), None, &view);
     }
     a
 }
@@ -562,8 +562,8 @@ fn fold_inputs(
         let session = if view.warmup { None } else { session_of(line) };
         let session = session
             .as_ref()
-            .map(|(s, turn, model)| (s.as_str(), *turn, model.as_deref()));
-        metrics::fold(agg, &view, &itl, session, fold);
+            .map(|(s, turn, model, id)| (s.as_str(), *turn, model.as_deref(), id.as_deref()));
+        metrics::fold_call(agg, &view, &itl, session, fold);
     }
     Ok((overall, groups))
 }

@@ -581,7 +581,7 @@ fn bad_records_name_file_line_field_and_value() {
 fn unrecognised_input_lists_the_formats() {
     let run = Cmd::new("trace-convert").stdin("hello, world\n").run();
     run.code(2);
-    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, copilot, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt\n");
+    run.stderr_is("trace-convert: error: <stdin>: cannot recognise the format; give --from with one of: claude-code, codex, gemini-cli, litellm, otel, langfuse, kv-cache-tester, dynamo, tracelab, copilot, servegen, mooncake, azure, burstgpt, bailian, openai-batch, sharegpt (what each reads: `trace-convert --help`, or trace-convert(1))\n");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 mod agent_api;
 mod agent_e2e;
+mod agent_logs;
 mod agentic;
 mod aiperf_mooncake;
 mod checks;

@@ -398,6 +398,10 @@ impl Kept {
                 key.open(out, "tools");
                 json(out, &t);
             }
+            if req.delta {
+                key.open(out, "message_mode");
+                json(out, "delta");
+            }
         }
         if let Some(id) = &req.id {
             key.open(out, "id");
