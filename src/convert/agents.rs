@@ -138,6 +138,50 @@ impl Store {
         self.damaged += 1;
         cli::warn_at(loc, format!("{why}; line left out"));
     }
+
+    /// One line of a log as the JSON object it should be; `None` for a
+    /// blank line, or for one that is not an object (told as damaged: the
+    /// other lines still count).
+    pub fn object(&mut self, loc: &Location, text: &str) -> Option<Value> {
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        match serde_json::from_str(text) {
+            Ok(v @ Value::Object(_)) => Some(v),
+            Ok(_) => {
+                self.damaged(loc, "expected a JSON object");
+                None
+            }
+            Err(e) => {
+                self.damaged(loc, format!("not a whole JSON line (cut short?): {e}"));
+                None
+            }
+        }
+    }
+}
+
+/// Each line of a JSONL log that is a JSON object, with where it is from
+/// (the others told as damaged), given to `each` with the run's context.
+pub fn each_object(
+    mut reader: Box<dyn std::io::BufRead + Send>,
+    source: &std::sync::Arc<str>,
+    ctx: &mut Ctx,
+    mut each: impl FnMut(&mut Ctx, Location, Value),
+) -> Result<()> {
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    loop {
+        buf.clear();
+        if super::container::read_line(&mut reader, &mut buf, source)? == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let loc = Location::new(source.clone(), n);
+        if let Some(line) = ctx.agents.object(&loc, &String::from_utf8_lossy(&buf)) {
+            each(ctx, loc, line);
+        }
+    }
 }
 
 /// The time a `--since` / `--until` value names: epoch nanoseconds.
@@ -233,7 +277,12 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
     // (its chains' seeds are its own, so nothing of it is kept after).
     while let Some((session, calls)) = sessions.pop_first() {
         let mut chains = prefix::Chains::default();
-        let records = session_records(&session, calls, &spawns, &mut chains, &mut counts);
+        let mut records = session_records(&session, calls, &spawns, &mut chains, &mut counts);
+        // In order of start: a call's dependencies (the call before it,
+        // a subagent's spawner, the subagent a call joins) start before it,
+        // so every `after` names a record kept earlier, as the trace's rule
+        // is.
+        records.sort_by_key(|(_, start)| *start);
         let inside =
             |start: i64| since_ns.is_none_or(|s| start >= s) && until_ns.is_none_or(|u| start < u);
         let total = records.len();

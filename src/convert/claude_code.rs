@@ -75,7 +75,7 @@ struct File {
 }
 
 /// Read one Claude Code file.
-pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     if !source.ends_with(".jsonl") && &*source != "<stdin>" {
         agents::not_a_session(ctx, &source, "a Claude Code session (.jsonl)");
         return Ok(());
@@ -88,36 +88,11 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
         tasks: HashMap::new(),
         session: None,
     };
-    let mut buf = Vec::new();
-    let mut n = 0u64;
-    loop {
-        buf.clear();
-        if super::container::read_line(&mut reader, &mut buf, &source)? == 0 {
-            break;
-        }
-        n += 1;
-        let loc = Location::new(source.clone(), n);
-        let text = String::from_utf8_lossy(&buf);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let line: Value = match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                ctx.agents.damaged(&loc, "expected a JSON object");
-                continue;
-            }
-            Err(e) => {
-                ctx.agents
-                    .damaged(&loc, format!("not a whole JSON line (cut short?): {e}"));
-                continue;
-            }
-        };
+    agents::each_object(reader, &source, ctx, |ctx, loc, line| {
         if let Err((field, msg)) = f.line(&line, &loc, false, None, ctx) {
             ctx.agents.damaged(&loc, format!("field `{field}`: {msg}"));
         }
-    }
+    })?;
     for call in f.calls {
         ctx.agents.add(call);
     }

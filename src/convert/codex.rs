@@ -58,7 +58,7 @@ struct Totals {
 }
 
 /// Read one rollout.
-pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
+pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) -> Result<()> {
     if !source.ends_with(".jsonl") && &*source != "<stdin>" {
         agents::not_a_session(ctx, &source, "a Codex rollout (.jsonl)");
         return Ok(());
@@ -70,39 +70,13 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
             .to_string(),
         ..Rollout::default()
     };
-    let mut buf = Vec::new();
-    let mut n = 0u64;
-    loop {
-        buf.clear();
-        if super::container::read_line(&mut reader, &mut buf, &source)? == 0 {
-            break;
-        }
-        n += 1;
-        let loc = Location::new(source.clone(), n);
-        let text = String::from_utf8_lossy(&buf);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let line: Value = match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                ctx.agents.damaged(&loc, "expected a JSON object");
-                continue;
-            }
-            Err(e) => {
-                ctx.agents
-                    .damaged(&loc, format!("not a whole JSON line (cut short?): {e}"));
-                continue;
-            }
-        };
+    agents::each_object(reader, &source, ctx, |ctx, loc, line| {
         match r.line(&line, &loc, keep) {
             Ok(Some(call)) => ctx.agents.add(call),
             Ok(None) => {}
             Err((field, msg)) => ctx.agents.damaged(&loc, format!("field `{field}`: {msg}")),
         }
-    }
-    Ok(())
+    })
 }
 
 #[derive(Default)]

@@ -83,20 +83,8 @@ pub fn read(mut reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx
             let mut at: HashMap<String, usize> = HashMap::new();
             for (i, line) in text.lines().enumerate() {
                 let loc = Location::new(source.clone(), i as u64 + 1);
-                if line.trim().is_empty() {
+                let Some(value) = ctx.agents.object(&loc, line) else {
                     continue;
-                }
-                let value: Value = match serde_json::from_str(line) {
-                    Ok(v @ Value::Object(_)) => v,
-                    Ok(_) => {
-                        ctx.agents.damaged(&loc, "expected a JSON object");
-                        continue;
-                    }
-                    Err(e) => {
-                        ctx.agents
-                            .damaged(&loc, format!("not a whole JSON line (cut short?): {e}"));
-                        continue;
-                    }
                 };
                 if let Some(id) = value.get("$rewindTo").and_then(Value::as_str) {
                     let cut = at.get(id).copied().unwrap_or(0);

@@ -58,7 +58,7 @@ Examples:
 /// Every record taken on yields exactly one result, whatever the server
 /// does. Ctrl-C stops sending, waits --grace for requests in flight, writes
 /// `cancelled` results for the rest (and for the records left in an input
-/// file; a pipe is read half a second more, then no further), and exits
+/// file; a pipe is read on to its end, --grace at most), and exits
 /// 130; a second Ctrl-C cancels at once. SIGTERM and SIGHUP do the same,
 /// and exit 143 and 129.
 #[derive(Parser, Debug)]

@@ -126,6 +126,17 @@ pub(super) struct Dispatcher<'a, C> {
     read_to: f64,
 }
 
+/// What connects a dispatcher to the run's other threads, whatever its
+/// executor and clock.
+pub(super) struct Wiring {
+    pub(super) shared: Arc<Shared>,
+    pub(super) results: Results,
+    /// Completions and stops, from the requests and the signal handler.
+    pub(super) control: UnboundedReceiver<Control>,
+    /// The records from the reader, and what it shares.
+    pub(super) reader: (tokio::sync::mpsc::Receiver<Vec<Read>>, Arc<Reading>),
+}
+
 /// What a dispatcher leaves when it is done: what the run's end reports.
 pub(super) struct Dispatched {
     /// A record that stopped the run.
@@ -153,13 +164,16 @@ impl<'a, C: Clock> Dispatcher<'a, C> {
     /// results to `results`, on `clock`.
     pub(super) fn new(
         plan: &'a Plan,
-        shared: Arc<Shared>,
+        wiring: Wiring,
         exec: Executor,
-        results: Results,
-        control: UnboundedReceiver<Control>,
-        reader: (tokio::sync::mpsc::Receiver<Vec<Read>>, Arc<Reading>),
         clock: C,
     ) -> Dispatcher<'a, C> {
+        let Wiring {
+            shared,
+            results,
+            control,
+            reader,
+        } = wiring;
         Dispatcher {
             plan,
             shared,
@@ -749,10 +763,12 @@ impl<C: Clock> Dispatcher<'_, C> {
     async fn drain(&mut self) -> Option<Error> {
         let mut failure = None;
         let reading = self.records.is_some();
+        // The upstream tool of a pipeline is stopping too (Ctrl-C reaches
+        // the whole pipeline): its last records come within --grace.
         let until = self
             .reading
             .endless
-            .then(|| tokio::time::Instant::now() + DRAIN);
+            .then(|| tokio::time::Instant::now() + DRAIN.max(self.plan.limits.grace));
         let mut second = self.shared.second_signal.subscribe();
         loop {
             let next = tokio::select! {
@@ -868,8 +884,8 @@ impl<C: Clock> Dispatcher<'_, C> {
 }
 
 /// After a stop, how long an input that may never end (a pipe) is read
-/// on: the records it already holds get their results, then it is read no
-/// more.
+/// on at least (--grace, when longer): the records it already holds get
+/// their results, then it is read no more.
 const DRAIN: Duration = Duration::from_millis(500);
 
 /// Whether the kernel says the clock is synchronized (adjtimex does not

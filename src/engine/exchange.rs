@@ -64,6 +64,11 @@ pub struct Reading {
     start_event: Option<&'static str>,
     /// The opening event came.
     started: bool,
+    /// A typed stream's first event that said something before the
+    /// opening one (shown): an error if the opening one comes after it.
+    early: Option<String>,
+    /// A typed stream said something (content, results, usage).
+    said: bool,
     pub measure: Measure,
     pub last_content_ms: Option<f64>,
     pub done: bool,
@@ -90,6 +95,8 @@ impl Reading {
             stream_end: endpoint.api().stream_end(),
             start_event: endpoint.api().start_event(),
             started: false,
+            early: None,
+            said: false,
             measure: Measure::default(),
             last_content_ms: None,
             done: false,
@@ -178,20 +185,31 @@ impl Reading {
             Err(_) if data == b"[DONE]" => return self.foreign("[DONE], the end of a chat stream"),
             Err(_) => return self.malformed(data),
         };
+        // An opening event after one that said something (a ping says
+        // nothing): the figures came out of order.
+        if a.start && !self.started {
+            if let Some(early) = self.early.take() {
+                self.started = true;
+                return self.foreign(&format!("an event before {start}: {early}"));
+            }
+        }
         self.started |= a.start;
-        if a.end && !self.started {
+        let says =
+            a.results.is_some() || a.content || a.finish_reason.is_some() || a.usage.is_some();
+        // The end with nothing said at all: not an answer. (A server may
+        // leave the opening event out and still answer: llama.cpp sends it
+        // with the first token, and holds a token that is part of a
+        // character back, so such a stream starts with what follows.)
+        if a.end && !self.started && !says && !self.said {
             let end = self.endpoint.api().end_event();
             self.foreign(&format!("{end} before {start}"));
             self.done = true;
             return;
         }
-        // An event that says something before the opening one (a ping
-        // says nothing): its figures would be taken out of order.
-        let says =
-            a.results.is_some() || a.content || a.finish_reason.is_some() || a.usage.is_some();
-        if says && !self.started {
-            return self.foreign(&format!("an event before {start}: {}", shown(data)));
+        if says && !self.started && self.early.is_none() {
+            self.early = Some(shown(data));
         }
+        self.said |= says;
         if let Some(t) = &mut self.transcript {
             t.take(data);
         }

@@ -61,7 +61,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use self::args::{CONNECT_TIMEOUT, request_url};
-use self::dispatch::{Dispatched, Dispatcher, Executor, MAX_UNKNOWN_WARNINGS, ms_between};
+use self::dispatch::{Dispatched, Dispatcher, Executor, MAX_UNKNOWN_WARNINGS, Wiring, ms_between};
 use self::feed::{READ_AHEAD, READ_BATCH, Reading, read_records};
 use self::output::{ResultWriter, Results, finish_results, write_results};
 use self::progress::{Took, final_line, progress, progress_bar, start_bar};
@@ -231,51 +231,41 @@ fn run_plan(plan: Plan, records: impl Records, sink: Box<dyn Sink>) -> Result<Ru
         let duration = plan.pacing.duration_ms;
         thread::spawn(move || progress(&shared, &done, &start, duration))
     });
-    let handover = (records_rx, reading);
+    let wiring = Wiring {
+        shared: shared.clone(),
+        results: results.clone(),
+        control: control_rx,
+        reader: (records_rx, reading),
+    };
     let wall_start = Instant::now();
     let (ended, dispatched, cpu_ms) = match (&plan.target.server, target) {
-        (Server::Twin(profile), _) => {
-            // The twin and its clock share the model: the dispatcher hands
-            // it requests, the clock runs it.
-            let zero = Instant::now();
-            let twin = Rc::new(RefCell::new(twin::Twin::new(
-                (**profile).clone(),
-                results.clone(),
-                shared.control.clone(),
-                zero,
-                plan.pacing.shard.map(|(k, n)| format!("{k}/{n}")),
-            )));
-            let clock = twin::VirtualClock::new(twin.clone());
-            let exec = Executor::Twin(twin);
-            let d = Dispatcher::new(
-                &plan,
-                shared.clone(),
-                exec,
-                results.clone(),
-                control_rx,
-                handover,
-                clock,
-            );
-            drive(&runtime, d, &run_start)
-        }
         (_, Some(target)) => {
             let clock = {
                 let _inside = runtime.enter();
                 WallClock::new().map_err(|e| Error::msg(format!("cannot create a timer: {e}")))?
             };
-            let exec = Executor::Network(target);
-            let d = Dispatcher::new(
-                &plan,
-                shared.clone(),
-                exec,
-                results.clone(),
-                control_rx,
-                handover,
-                clock,
-            );
+            let d = Dispatcher::new(&plan, wiring, Executor::Network(target), clock);
             drive(&runtime, d, &run_start)
         }
-        (_, None) => unreachable!("a server over the network has its target"),
+        // No network target: the twin's run.
+        (server, None) => {
+            let profile = match server {
+                Server::Twin(profile) => (**profile).clone(),
+                _ => return Err(Error::msg("a server over the network needs its target")),
+            };
+            // The twin and its clock share the model: the dispatcher hands
+            // it requests, the clock runs it.
+            let twin = Rc::new(RefCell::new(twin::Twin::new(
+                profile,
+                results.clone(),
+                shared.control.clone(),
+                Instant::now(),
+                plan.pacing.shard.map(|(k, n)| format!("{k}/{n}")),
+            )));
+            let clock = twin::VirtualClock::new(twin.clone());
+            let d = Dispatcher::new(&plan, wiring, Executor::Twin(twin), clock);
+            drive(&runtime, d, &run_start)
+        }
     };
     if let Some(s) = scraper.take() {
         s.finish();

@@ -233,7 +233,40 @@ impl Twin {
             return false;
         }
         let p = self.pending.remove(&ev.key).expect("just found");
-        let at = self.instant(ev.at);
+        let done = Ending {
+            at: ev.at,
+            tokens: ev.tokens,
+            cached: ev.cached,
+        };
+        self.end(p, Some(done), self.instant(ev.at));
+        true
+    }
+
+    /// The run stopped and its grace ran out: every request still in the
+    /// model ends `cancelled` at `now`, with the times it had, as a
+    /// replay's requests in flight do.
+    pub(super) fn cancel_all(&mut self, now: Instant) {
+        let mut left: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        left.sort_by_key(|p| p.req.index);
+        for p in left {
+            self.end(p, None, now);
+        }
+    }
+}
+
+/// How a request's answer completed.
+struct Ending {
+    /// Its last token, ms.
+    at: f64,
+    tokens: u64,
+    cached: u64,
+}
+
+impl Twin {
+    /// A request leaves the model: its result (ok when it completed,
+    /// else cancelled with the times it had, as a replay's request in
+    /// flight), and its completion told to the dispatcher.
+    fn end(&mut self, p: Pending, done: Option<Ending>, at: Instant) {
         let mut r = skeleton(
             &p.req,
             round_us(p.scheduled_ms),
@@ -245,14 +278,23 @@ impl Twin {
         let m = &mut r.measure;
         m.ttft_ms = p.first.map(|f| round_us(f - p.arrived));
         m.first_chunk_ms = m.ttft_ms;
-        m.e2e_ms = Some(round_us(ev.at - p.arrived));
         m.itl_ms = p.itl;
-        m.prompt_tokens = Some(p.prompt);
-        m.completion_tokens = Some(ev.tokens);
-        m.cached_tokens = Some(ev.cached);
-        m.finish_reason = Some("length".into());
-        m.status = Status::Ok;
-        m.http_status = Some(200);
+        let fate = match done {
+            Some(d) => {
+                m.e2e_ms = Some(round_us(d.at - p.arrived));
+                m.prompt_tokens = Some(p.prompt);
+                m.completion_tokens = Some(d.tokens);
+                m.cached_tokens = Some(d.cached);
+                m.finish_reason = Some("length".into());
+                m.status = Status::Ok;
+                m.http_status = Some(200);
+                Fate::Ok
+            }
+            None => {
+                m.error = Some("the run stopped before the answer completed".into());
+                Fate::Cancelled
+            }
+        };
         self.results.send(r);
         let _ = self.control.send(Control::Done {
             key: p.req.index,
@@ -262,43 +304,8 @@ impl Twin {
             at,
             lag_ms: 0.0,
             warmup: p.warmup,
-            fate: Fate::Ok,
+            fate,
         });
-        true
-    }
-
-    /// The run stopped and its grace ran out: every request still in the
-    /// model ends `cancelled` at `now`, with the times it had, as a
-    /// replay's requests in flight do.
-    pub(super) fn cancel_all(&mut self, now: Instant) {
-        let mut left: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
-        left.sort_by_key(|p| p.req.index);
-        for p in left {
-            let mut r = skeleton(
-                &p.req,
-                round_us(p.scheduled_ms),
-                round_us(p.sent_ms),
-                crate::time::rfc3339(self.system_time(self.instant(p.arrived))),
-            );
-            r.warmup = p.warmup;
-            r.shard = self.shard.clone();
-            let m = &mut r.measure;
-            m.ttft_ms = p.first.map(|f| round_us(f - p.arrived));
-            m.first_chunk_ms = m.ttft_ms;
-            m.itl_ms = p.itl;
-            m.error = Some("the run stopped before the answer completed".into());
-            self.results.send(r);
-            let _ = self.control.send(Control::Done {
-                key: p.req.index,
-                id: p.req.id,
-                session: p.req.session_id,
-                conversation: None,
-                at: now,
-                lag_ms: 0.0,
-                warmup: p.warmup,
-                fate: Fate::Cancelled,
-            });
-        }
     }
 }
 
@@ -329,10 +336,11 @@ impl Clock for VirtualClock {
     /// Returns at `at`, or earlier at the end of a step that completed a
     /// request (the dispatcher then sees the completion and asks again).
     async fn sleep_until(&mut self, at: Instant) {
-        if at > self.now {
-            let (reached, _) = self.twin.borrow_mut().run_until(at);
-            self.now = self.now.max(reached);
-        }
+        // A step may end before now (one a request held back joined, at
+        // its due time): it runs all the same, or the run would wait on it
+        // for ever.
+        let (reached, _) = self.twin.borrow_mut().run_until(at.max(self.now));
+        self.now = self.now.max(reached);
         self.waits = self.waits.wrapping_add(1);
         if self.waits % YIELD_EVERY == 0 {
             tokio::task::yield_now().await;

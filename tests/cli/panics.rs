@@ -69,11 +69,7 @@ fn a_panic_anywhere_in_replay_leaves_one_error_line_per_record() {
         // The reader, preparing record 2: 2 and later are never taken on.
         ("read", "src/engine/feed.rs", [N, N, None, None, None, None]),
         // Record 2's task, once answered: the others are cut short.
-        (
-            "task",
-            "src/engine/dispatch.rs",
-            [C, C, Some(None), C, C, C],
-        ),
+        ("task", "src/engine/network.rs", [C, C, Some(None), C, C, C]),
         // Writing record 2's result: it is written in its simplest form.
         ("write", "src/engine/output.rs", [C, C, Some(None), C, C, C]),
     ];
