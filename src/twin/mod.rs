@@ -4,6 +4,7 @@
 //! the result lines a replay would. trace-sim runs both; the offline run
 //! is an engine beside the replay engine, whose schedule it shares.
 
+mod check;
 pub mod fit;
 pub mod offline;
 mod regress;
