@@ -44,7 +44,7 @@ const WARMUP_REQUESTS: usize = 3;
 
 /// The time of a decoding request (γ) is known when its uncertainty moves
 /// a decode step, over the batch's range, by at most this share of its
-/// median time.
+/// median time (or is at most a quarter of γ itself).
 const BATCH_TERM_UNCERTAINTY: f64 = 0.05;
 
 /// The terms, in the regression's column order.
@@ -364,8 +364,10 @@ fn batch_unknown(
         on[2] = true;
     }
     let se = regress::std_errors(x, y, &coef, &on).map_or(f64::INFINITY, |se| se[2]);
+    // Known well enough when it hardly moves a step over the batch's
+    // range, or is itself fitted to within a quarter.
     let moved = se * (max_running - 1) as f64;
-    if moved <= BATCH_TERM_UNCERTAINTY * median {
+    if moved <= BATCH_TERM_UNCERTAINTY * median || se <= 0.25 * f.coef[2] {
         return None;
     }
     // The most common batch size of the decode steps, and its share.
@@ -519,6 +521,32 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
     } else {
         1.0
     };
+    // The prefill steps' level, as the runs' TTFTs show it: a first token
+    // the client got together with the step before's (tokens bunched on
+    // the way) makes a prefill step look shorter or longer than it was,
+    // and its spread with it. The prefill spread is scaled until the
+    // model gives the runs' own TTFT p50; a scale far from 1 means the
+    // model does not explain the first tokens, and is refused.
+    let owned: Vec<Vec<Seen>> = runs.iter().map(|r| r.to_vec()).collect();
+    let real = check::real(&owned);
+    let scaled = calibrate_prefill(&mut profile, &real, &owned);
+    let scale_note = match scaled {
+        Some(c) if (c - 1.0).abs() > 0.005 => {
+            format!("  prefill steps scaled by {c:.3}, so that the fitted run's TTFT p50 holds\n")
+        }
+        Some(_) => String::new(),
+        None => {
+            let note = format!(
+                "the prefill steps would take under {:.1} or over {:.1} times their observed \
+                 time for the fitted run's TTFT p50 to hold: the model does not explain its \
+                 first tokens",
+                1.0 / MAX_PREFILL_SCALE,
+                MAX_PREFILL_SCALE
+            );
+            problems.push(note.clone());
+            format!("  {note}\n")
+        }
+    };
     // The runs' mean rate: their gaps between sends over their spans.
     let (mut gaps, mut span_ms) = (0usize, 0.0);
     for r in &runs {
@@ -532,8 +560,7 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
     }
     // The fitted run predicted: the profile as written, over the runs'
     // own arrivals.
-    let owned: Vec<Vec<Seen>> = runs.iter().map(|r| r.to_vec()).collect();
-    let figures = check::compare(&check::real(&owned), &check::twin(&profile, &owned));
+    let figures = check::compare(&real, &check::twin(&profile, &owned));
     if let Some(v) = check::verdict(&figures) {
         problems.push(v);
     }
@@ -606,6 +633,7 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
             );
         }
     }
+    report.push_str(&scale_note);
     let _ = writeln!(report, "residuals (|observed - model| / observed):");
     for (name, e) in [
         ("all steps", &all),
@@ -635,6 +663,50 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
         report,
         problems,
     })
+}
+
+/// The most the prefill spread is scaled by (or under its inverse).
+const MAX_PREFILL_SCALE: f64 = 2.0;
+
+/// Scale the profile's prefill spread until the model gives the runs'
+/// TTFT p50 (within 1 %, a few rounds): the scale, or `None` (the spread
+/// left as it was) when it would leave [1 / [`MAX_PREFILL_SCALE`],
+/// [`MAX_PREFILL_SCALE`]].
+fn calibrate_prefill(p: &mut Profile, real: &check::Dists, runs: &[Vec<Seen>]) -> Option<f64> {
+    let before = p.clone();
+    let mut scale = 1.0;
+    for _ in 0..6 {
+        let f = check::compare(real, &check::twin(p, runs));
+        let Some(t) = f.iter().find(|f| f.name == "TTFT p50") else {
+            break;
+        };
+        if t.twin_ms <= 0.0 {
+            break;
+        }
+        let c = t.real_ms / t.twin_ms;
+        if (c - 1.0).abs() <= 0.01 {
+            break;
+        }
+        scale *= c;
+        if !(1.0 / MAX_PREFILL_SCALE..=MAX_PREFILL_SCALE).contains(&scale) {
+            *p = before;
+            return None;
+        }
+        let base = if p.prefill_spread.is_empty() {
+            if p.step_spread.is_empty() {
+                vec![1.0]
+            } else {
+                p.step_spread.clone()
+            }
+        } else {
+            p.prefill_spread.clone()
+        };
+        p.prefill_spread = base
+            .iter()
+            .map(|r| (r * c * 10_000.0).round() / 10_000.0)
+            .collect();
+    }
+    Some(scale)
 }
 
 /// The cache's size: as given, else as the scrapes state it, else the
