@@ -121,14 +121,14 @@ real() {
   start_server
   local seed=100
   while IFS=: read -r name mult p0 p1 o0 o1 tseed; do
-    rate=$(python3 -c "print($RATE_A * $mult)")
+    rate=$(python3 -c "print('%g' % ($RATE_A * $mult))")
     make_trace "$N" "$rate" "$p0" "$p1" "$o0" "$o1" "$tseed" "$WORK/$(slug "$name").jsonl"
   done <<<"$REGIMES"
   for round in 1 2; do
     while IFS=: read -r name mult _; do
       seed=$((seed + 1))
       s=$(slug "$name")
-      echo "run $name ($N requests at $(python3 -c "print($RATE_A * $mult)")/s), round $round ..." >&2
+      echo "run $name ($N requests at $(python3 -c "print('%g' % ($RATE_A * $mult))")/s), round $round ..." >&2
       nice -n "$PRIO" "$BIN/trace-replay" --quiet --url "$URL" "${REPLAY_FLAGS[@]}" --seed "$seed" \
         --metrics-url "$URL" --metrics-every 250ms --metrics-out "$WORK/$s.$round.ndjson.metrics" \
         "$WORK/$s.jsonl" >"$WORK/$s.$round.ndjson"
@@ -227,14 +227,18 @@ capacity() {
     --replay-arg=--endpoint=completions --replay-arg=--ignore-eos --replay-arg=--tokenizer=r50k_base \
     --cooldown 2s "$WORK/capacity.jsonl" >"$WORK/sweep-real.json" || true
   stop_server
-  python3 - "$WORK/sweep-real.json" "$WORK/sweep-twin.json" <<'PY'
+  python3 - "$WORK/sweep-real.json" "$WORK/sweep-twin.json" "${SEARCH:-0.5..8}" <<'PY'
 import json, sys
+top = float(sys.argv[3].split("..")[1])
 def answer(path):
     try:
         j = json.load(open(path))
     except Exception as e:
         return None, "unreadable (%s)" % e
-    return j.get("max_speed"), "beyond the search" if j.get("beyond_search") else ""
+    speed = j.get("max_speed")
+    # The top of the search met: the capacity is at least that.
+    at_least = j.get("beyond_search") or (speed is not None and speed >= top)
+    return speed, "(at least: the top of the search met the SLO)" if at_least else ""
 real, rnote = answer(sys.argv[1])
 twin, tnote = answer(sys.argv[2])
 print("capacity (highest speed meeting the SLO): real %s %s, twin %s %s" % (real, rnote, twin, tnote))

@@ -524,8 +524,8 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
     // The prefill steps' level, as the runs' TTFTs show it: a first token
     // the client got together with the step before's (tokens bunched on
     // the way) makes a prefill step look shorter or longer than it was,
-    // and its spread with it. The prefill spread is scaled until the
-    // model gives the runs' own TTFT p50; a scale far from 1 means the
+    // and its spread with it. The prefill spread is scaled to give the
+    // runs' own TTFT p50 best; a level not found within 0.5-2x means the
     // model does not explain the first tokens, and is refused.
     let owned: Vec<Vec<Seen>> = runs.iter().map(|r| r.to_vec()).collect();
     let real = check::real(&owned);
@@ -668,45 +668,56 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
 /// The most the prefill spread is scaled by (or under its inverse).
 const MAX_PREFILL_SCALE: f64 = 2.0;
 
-/// Scale the profile's prefill spread until the model gives the runs'
-/// TTFT p50 (within 1 %, a few rounds): the scale, or `None` (the spread
-/// left as it was) when it would leave [1 / [`MAX_PREFILL_SCALE`],
-/// [`MAX_PREFILL_SCALE`]].
+/// Scales of the prefill spread tried, from 1 / [`MAX_PREFILL_SCALE`] to
+/// [`MAX_PREFILL_SCALE`], evenly on a log scale.
+const PREFILL_SCALES: i32 = 24;
+
+/// Scale the profile's prefill spread so that the model gives the runs'
+/// TTFT p50 best (of [`PREFILL_SCALES`] + 1 scales tried, 1 among them):
+/// the scale, or `None` (the spread left as it was) when the best is at
+/// either end of the range (the level is not found inside it).
 fn calibrate_prefill(p: &mut Profile, real: &check::Dists, runs: &[Vec<Seen>]) -> Option<f64> {
-    let before = p.clone();
-    let mut scale = 1.0;
-    for _ in 0..6 {
-        let f = check::compare(real, &check::twin(p, runs));
-        let Some(t) = f.iter().find(|f| f.name == "TTFT p50") else {
-            break;
-        };
-        if t.twin_ms <= 0.0 {
-            break;
+    let base = if !p.prefill_spread.is_empty() {
+        p.prefill_spread.clone()
+    } else if !p.step_spread.is_empty() {
+        p.step_spread.clone()
+    } else {
+        vec![1.0]
+    };
+    let at = |c: f64| -> Profile {
+        let mut q = p.clone();
+        if c != 1.0 {
+            q.prefill_spread = base
+                .iter()
+                .map(|r| (r * c * 10_000.0).round() / 10_000.0)
+                .collect();
         }
-        let c = t.real_ms / t.twin_ms;
-        if (c - 1.0).abs() <= 0.01 {
-            break;
-        }
-        scale *= c;
-        if !(1.0 / MAX_PREFILL_SCALE..=MAX_PREFILL_SCALE).contains(&scale) {
-            *p = before;
-            return None;
-        }
-        let base = if p.prefill_spread.is_empty() {
-            if p.step_spread.is_empty() {
-                vec![1.0]
-            } else {
-                p.step_spread.clone()
-            }
-        } else {
-            p.prefill_spread.clone()
-        };
-        p.prefill_spread = base
+        q
+    };
+    let off = |q: &Profile| {
+        check::compare(real, &check::twin(q, runs))
             .iter()
-            .map(|r| (r * c * 10_000.0).round() / 10_000.0)
-            .collect();
+            .find(|f| f.name == "TTFT p50")
+            .map_or(f64::INFINITY, |f| f.error_pct)
+    };
+    let half = PREFILL_SCALES / 2;
+    let mut best = (off(p), 0);
+    for k in -half..=half {
+        if k == 0 {
+            continue;
+        }
+        let c = MAX_PREFILL_SCALE.powf(f64::from(k) / f64::from(half));
+        let e = off(&at(c));
+        if e < best.0 {
+            best = (e, k);
+        }
     }
-    Some(scale)
+    if best.1.abs() == half {
+        return None;
+    }
+    let c = MAX_PREFILL_SCALE.powf(f64::from(best.1) / f64::from(half));
+    *p = at(c);
+    Some(c)
 }
 
 /// The cache's size: as given, else as the scrapes state it, else the
@@ -745,25 +756,41 @@ const SPREAD_QUANTILES: usize = 101;
 
 /// The observed / model ratio of every step that prefills (or not) at
 /// [`SPREAD_QUANTILES`] quantiles; empty when every such step fits within
-/// 1 % (nothing to spread).
+/// 1 % (nothing to spread). A step of k requests is seen k times (once
+/// per token it gave): each sighting weighs 1 / k, so that the quantiles
+/// are the steps', as the twin draws them, one ratio a step.
 fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
-    let mut ratios: Vec<f64> = steps
+    let mut ratios: Vec<(f64, f64)> = steps
         .iter()
         .filter(|o| (o.row[4] > 0.0) == prefills)
         .filter_map(|o| {
             let model = predict(p, &o.row);
-            (model > 0.0).then(|| o.ms / model)
+            let k = (o.row[2] + o.row[4]).max(1.0);
+            (model > 0.0).then(|| (o.ms / model, 1.0 / k))
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    if ratios.is_empty() || ratios.iter().all(|r| (r - 1.0).abs() <= 0.01) {
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if ratios.is_empty() || ratios.iter().all(|(r, _)| (r - 1.0).abs() <= 0.01) {
         return Vec::new();
     }
-    let n = ratios.len() - 1;
+    // Each ratio at the middle of its weight, cumulated.
+    let total: f64 = ratios.iter().map(|(_, w)| w).sum();
+    let mut mids = Vec::with_capacity(ratios.len());
+    let mut c = 0.0;
+    for (_, w) in &ratios {
+        mids.push((c + w / 2.0) / total);
+        c += w;
+    }
+    let last = ratios.len() - 1;
     (0..SPREAD_QUANTILES)
         .map(|k| {
-            let i = (n * k + (SPREAD_QUANTILES - 1) / 2) / (SPREAD_QUANTILES - 1);
-            (ratios[i] * 10_000.0).round() / 10_000.0
+            let q = k as f64 / (SPREAD_QUANTILES - 1) as f64;
+            let i = match k {
+                0 => 0,
+                _ if k == SPREAD_QUANTILES - 1 => last,
+                _ => mids.partition_point(|m| *m < q).min(last),
+            };
+            (ratios[i].0 * 10_000.0).round() / 10_000.0
         })
         .collect()
 }
