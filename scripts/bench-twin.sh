@@ -24,7 +24,8 @@
 # Each regime runs twice for real (its noise floor: how far two runs of the
 # same trace differ), each run with prompts of its own (replay --seed), as
 # llama-server keeps earlier prompts cached. The twin is compared with the
-# mean of the two real runs. Figures: TTFT p50 and p90, ITL p50, E2E p50 and
+# mean of the two real runs, its figures pooled over TWIN_SEEDS (default 4)
+# draws of its step spread (--seed). Figures: TTFT p50 and p90, ITL p50, E2E p50 and
 # p90 (trace-summarize's). Goal: a median error of at most 10 % and none
 # over 25 % on every regime whose noise floor (the median of its figures'
 # run-to-run differences) is under 10 %.
@@ -151,7 +152,11 @@ predict() {
   : >"$WORK/figures.txt"
   while IFS=: read -r name _; do
     s=$(slug "$name")
-    "$BIN/trace-sim" --offline --profile "$WORK/profile.json" "$WORK/$s.jsonl" >"$WORK/$s.twin.ndjson"
+    # The twin's figures pooled over TWIN_SEEDS draws of its step spread:
+    # one draw over a short run moves a percentile more than the model.
+    for seed in $(seq "${TWIN_SEEDS:-4}"); do
+      "$BIN/trace-sim" --offline --profile "$WORK/profile.json" --seed "$seed" "$WORK/$s.jsonl"
+    done >"$WORK/$s.twin.ndjson"
     {
       echo "$name twin $(figures "$WORK/$s.twin.ndjson")"
       echo "$name real1 $(figures "$WORK/$s.1.ndjson")"
