@@ -3,23 +3,38 @@
 # suite's tiny GPT-2 model, 4 slots, one thread; scripts/real-server.sh
 # builds it), on 127.0.0.1 only.
 #
-#   scripts/bench-twin.sh                # the real runs, the twin's, the table
-#   RUNS=offline scripts/bench-twin.sh   # only the offline speed run
-#   RUNS=predict scripts/bench-twin.sh   # the twin's part again, on the real
-#                                        # runs already in $BENCH_DIR
+#   scripts/bench-twin.sh                 # the matrix: real runs, fit, twin, table
+#   RUNS=predict scripts/bench-twin.sh    # the fit and the table again, on the
+#                                         # real runs already in $BENCH_DIR
+#   RUNS=capacity scripts/bench-twin.sh   # trace-sweep --offline against the
+#                                         # real trace-sweep --url
+#   RUNS=offline scripts/bench-twin.sh    # only the offline speed run
 #
-# Runs:
-#   accuracy  run A: a trace at RATE_A requests/s, mix 1 (prompts of 64 to
-#             704 tokens, answers of 16 to 112); fit a profile to its
-#             results and the server's scrapes; predict run B1 (mix 1 at
-#             1.7 x RATE_A) and run B2 (mix 2: prompts of 600 to 1,400
-#             tokens, answers of 8 to 40, at RATE_A) in virtual time; run
-#             B1 and B2 for real, and A a second time (the machine's noise
-#             floor); each real run with prompts of its own (--seed), as
-#             llama-server keeps earlier prompts cached. Prints each
-#             figure's error: |twin - real| / real, and |A' - A| / A.
-#   offline   1 M records through trace-sim --offline: CPU time (user +
-#             system) and peak memory.
+# The matrix, fixed before any result is seen: fit a profile to run A (N
+# requests, Poisson arrivals at RATE_A/s, prompts of 128 to 1,024 tokens,
+# answers of 16 to 64), then predict in virtual time, and run for real:
+#   A      the fitted run itself
+#   R0.5   the mix of A at 0.5 x RATE_A
+#   R1.5   at 1.5 x RATE_A
+#   R2.5   at 2.5 x RATE_A (RATE_A is chosen so that this is just below
+#          saturation: the server's 4 slots not full all the time)
+#   P2x    prompts 2 x longer (256 to 2,048 tokens), at RATE_A
+#   P/4    prompts 4 x shorter (32 to 256 tokens), at RATE_A
+#   O4x    answers 4 x longer (64 to 256 tokens), at RATE_A
+# Each regime runs twice for real (its noise floor: how far two runs of the
+# same trace differ), each run with prompts of its own (replay --seed), as
+# llama-server keeps earlier prompts cached. The twin is compared with the
+# mean of the two real runs, its figures pooled over TWIN_SEEDS (default 4)
+# draws of its step spread (--seed). Figures: TTFT p50 and p90, ITL p50, E2E p50 and
+# p90 (trace-summarize's). Goal: a median error of at most 10 % and none
+# over 25 % on every regime whose noise floor (the median of its figures'
+# run-to-run differences) is under 10 %.
+#
+# Capacity: one trace (N requests at RATE_A, the mix of A) swept for real
+# (trace-sweep --url) and through the twin (trace-sweep --offline
+# --profile) with the same SLO (SLO, default ttft=300ms,tpot=20ms) and
+# attainment (ATTAINMENT, default 0.9): the highest speeds met, and their
+# difference (goal: within 10 %).
 #
 # The server (pinned to core $SERVER_CPU, default 1) and the replay client
 # run at nice $PRIO (default -10, which needs root): on a shared machine, a
@@ -28,16 +43,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-"real predict offline"}
+RUNS=${RUNS:-"real predict"}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/tracekit-bench-twin}
 N=${N:-150}
-RATE_A=${RATE_A:-1.2}
+RATE_A=${RATE_A:-2}
 PRIO=${PRIO:--10}
 SERVER_CPU=${SERVER_CPU:-1}
+SLO=${SLO:-ttft=300ms,tpot=20ms}
+ATTAINMENT=${ATTAINMENT:-0.9}
 mkdir -p "$WORK"
 # BIN_DIR names another build.
-[ -n "${BIN_DIR:-}" ] || cargo build --release --quiet --bin trace-replay --bin trace-sim --bin trace-summarize
+[ -n "${BIN_DIR:-}" ] || cargo build --release --quiet --bin trace-replay --bin trace-sim \
+  --bin trace-summarize --bin trace-sweep
 BIN=${BIN_DIR:-$PWD/target/release}
+
+# The regimes: name, rate multiple, prompt range, answer range, trace seed.
+REGIMES="A:1:128:1024:16:64:1
+R0.5:0.5:128:1024:16:64:2
+R1.5:1.5:128:1024:16:64:3
+R2.5:2.5:128:1024:16:64:4
+P2x:1:256:2048:16:64:5
+P/4:1:32:256:16:64:6
+O4x:1:128:1024:64:256:7"
+
+# A file name for a regime (P/4 has a slash).
+slug() { echo "$1" | tr '/.' '_p'; }
 
 # A trace: N records at RATE per second (Poisson arrivals), prompt and
 # answer lengths uniform in [P0, P1] and [O0, O1], from SEED.
@@ -60,13 +90,10 @@ figures() { # RESULTS
   "$BIN/trace-summarize" --format json "$1" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(r["ttft"]["p50"], r["ttft"]["p90"], r["e2e"]["p50"], r["e2e"]["p90"],
-      r["itl"]["p50"], r["throughput"]["output_tokens_per_s"])'
+print(r["ttft"]["p50"], r["ttft"]["p90"], r["itl"]["p50"], r["e2e"]["p50"], r["e2e"]["p90"])'
 }
 
-# Runs A, B1, B2 and A again against llama-server, each with prompts of
-# its own.
-real() {
+start_server() {
   eval "$(scripts/real-server.sh | grep -E '^(LLAMA_SERVER|TINY_GPT2)=')"
   PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   nice -n "$PRIO" taskset -c "$SERVER_CPU" "$LLAMA_SERVER" -m "$TINY_GPT2" --host 127.0.0.1 --port "$PORT" -a tiny -c 65536 -np 4 -t 1 \
@@ -78,76 +105,151 @@ real() {
     sleep 0.1
   done
   URL="http://127.0.0.1:$PORT"
-  RATE_B1=$(python3 -c "print($RATE_A * 1.7)")
-  make_trace "$N" "$RATE_A" 64 704 16 112 1 "$WORK/a.jsonl"
-  make_trace "$N" "$RATE_B1" 64 704 16 112 2 "$WORK/b1.jsonl"
-  make_trace "$N" "$RATE_A" 600 1400 8 40 3 "$WORK/b2.jsonl"
-  replay() { # TRACE SEED OUT
-    nice -n "$PRIO" "$BIN/trace-replay" --quiet --url "$URL" --endpoint completions --ignore-eos \
-      --tokenizer r50k_base --seed "$2" --metrics-url "$URL" --metrics-every 250ms \
-      --metrics-out "$3.metrics" "$1" >"$3"
-  }
-  echo "run A ($N requests at $RATE_A/s) ..." >&2
-  replay "$WORK/a.jsonl" 11 "$WORK/a.ndjson"
-  echo "run B1 ($N requests at $RATE_B1/s) ..." >&2
-  replay "$WORK/b1.jsonl" 12 "$WORK/b1.ndjson"
-  echo "run B2 ($N requests of mix 2 at $RATE_A/s) ..." >&2
-  replay "$WORK/b2.jsonl" 13 "$WORK/b2.ndjson"
-  echo "run A again (the noise floor) ..." >&2
-  replay "$WORK/a.jsonl" 14 "$WORK/a2.ndjson"
+}
+
+stop_server() {
   kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
   trap - EXIT
 }
 
-# Fit to run A, predict A, B1 and B2 in virtual time, print the table.
-predict() {
-  # The server's 4 slots (-np 4) are known: no run at these rates fills them.
-  "$BIN/trace-sim" --fit "$WORK/a.ndjson" --metrics "$WORK/a.ndjson.metrics" --max-batch 4 \
-    -o "$WORK/profile.json" 2>"$WORK/fit.txt"
-  cat "$WORK/fit.txt"
-  for t in a b1 b2; do
-    /usr/bin/time -f "%e s" -o "$WORK/$t.time" \
-      "$BIN/trace-sim" --offline --profile "$WORK/profile.json" "$WORK/$t.jsonl" >"$WORK/$t.twin.ndjson"
+REPLAY_FLAGS=(--endpoint completions --ignore-eos --tokenizer r50k_base)
+
+# Every regime's trace, then each run twice for real, the regimes
+# interleaved (A, R0.5, ..., then A again, ...) so that a drift of the
+# machine shows in the noise floor rather than in one regime.
+real() {
+  start_server
+  local seed=100
+  while IFS=: read -r name mult p0 p1 o0 o1 tseed; do
+    rate=$(python3 -c "print('%g' % ($RATE_A * $mult))")
+    make_trace "$N" "$rate" "$p0" "$p1" "$o0" "$o1" "$tseed" "$WORK/$(slug "$name").jsonl"
+  done <<<"$REGIMES"
+  for round in 1 2; do
+    while IFS=: read -r name mult _; do
+      seed=$((seed + 1))
+      s=$(slug "$name")
+      echo "run $name ($N requests at $(python3 -c "print('%g' % ($RATE_A * $mult))")/s), round $round ..." >&2
+      nice -n "$PRIO" "$BIN/trace-replay" --quiet --url "$URL" "${REPLAY_FLAGS[@]}" --seed "$seed" \
+        --metrics-url "$URL" --metrics-every 250ms --metrics-out "$WORK/$s.$round.ndjson.metrics" \
+        "$WORK/$s.jsonl" >"$WORK/$s.$round.ndjson"
+    done <<<"$REGIMES"
   done
-  echo "virtual-time runs: A $(cat "$WORK/a.time"), B1 $(cat "$WORK/b1.time"), B2 $(cat "$WORK/b2.time")"
-  {
-    echo "A $(figures "$WORK/a.ndjson")"
-    echo "A2 $(figures "$WORK/a2.ndjson")"
-    echo "Atwin $(figures "$WORK/a.twin.ndjson")"
-    for b in b1 b2; do
-      echo "${b^^} $(figures "$WORK/$b.ndjson")"
-      echo "${b^^}twin $(figures "$WORK/$b.twin.ndjson")"
-    done
-  } >"$WORK/figures.txt"
+  stop_server
+}
+
+# Fit to run A (its first round), predict every regime, print the table.
+predict() {
+  # The server's 4 slots (-np 4) are known.
+  if ! "$BIN/trace-sim" --fit "$WORK/A.1.ndjson" --metrics "$WORK/A.1.ndjson.metrics" --max-batch 4 \
+    -o "$WORK/profile.json" 2>"$WORK/fit.txt"; then
+    cat "$WORK/fit.txt"
+    echo "the fit refused its profile: the table below is of the profile --force writes" >&2
+    "$BIN/trace-sim" --fit "$WORK/A.1.ndjson" --metrics "$WORK/A.1.ndjson.metrics" --max-batch 4 \
+      --force -o "$WORK/profile.json" 2>"$WORK/fit.txt"
+  fi
+  cat "$WORK/fit.txt"
+  : >"$WORK/figures.txt"
+  while IFS=: read -r name _; do
+    s=$(slug "$name")
+    # The twin's figures pooled over TWIN_SEEDS draws of its step spread:
+    # one draw over a short run moves a percentile more than the model.
+    for seed in $(seq "${TWIN_SEEDS:-4}"); do
+      "$BIN/trace-sim" --offline --profile "$WORK/profile.json" --seed "$seed" "$WORK/$s.jsonl"
+    done >"$WORK/$s.twin.ndjson"
+    {
+      echo "$name twin $(figures "$WORK/$s.twin.ndjson")"
+      echo "$name real1 $(figures "$WORK/$s.1.ndjson")"
+      echo "$name real2 $(figures "$WORK/$s.2.ndjson")"
+    } >>"$WORK/figures.txt"
+  done <<<"$REGIMES"
   python3 - "$WORK/figures.txt" <<'PY'
 import statistics, sys
 rows = {}
+order = []
 for line in open(sys.argv[1]):
-    name, *vals = line.split()
-    rows[name] = [float(v) for v in vals]
-names = ["TTFT p50", "TTFT p90", "E2E p50", "E2E p90", "ITL p50", "output tok/s"]
-err = lambda a, b: abs(a - b) / b * 100.0
-cols = [("A fitted", "Atwin", "A"), ("B1 1.7x rate", "B1twin", "B1"),
-        ("B2 other mix", "B2twin", "B2"), ("noise A'/A", "A2", "A")]
-print("| figure | " + " | ".join(c[0] for c in cols) + " |")
-print("|---|" + "---:|" * len(cols))
-pred = []
-for i, n in enumerate(names):
-    cells = []
-    for _, x, y in cols:
-        e = err(rows[x][i], rows[y][i])
-        cells.append("%.1f %%" % e)
-        if x in ("B1twin", "B2twin"):
-            pred.append(e)
-    print("| %s | %s |" % (n, " | ".join(cells)))
+    name, kind, *vals = line.split()
+    if name not in rows:
+        order.append(name)
+    rows.setdefault(name, {})[kind] = [float(v) for v in vals]
+names = ["TTFT p50", "TTFT p90", "ITL p50", "E2E p50", "E2E p90"]
+err = lambda a, b: abs(a - b) / b * 100.0 if b > 0 else float("nan")
+print("| regime | figure | real 1 | real 2 | twin | twin error | noise (real 2 vs 1) |")
+print("|---|---|---:|---:|---:|---:|---:|")
+summary = []
+for name in order:
+    r = rows[name]
+    errors, noise = [], []
+    for i, n in enumerate(names):
+        real = (r["real1"][i] + r["real2"][i]) / 2
+        e = err(r["twin"][i], real)
+        z = err(r["real2"][i], r["real1"][i])
+        errors.append(e)
+        noise.append(z)
+        print("| %s | %s | %.1f | %.1f | %.1f | %.1f %% | %.1f %% |"
+              % (name, n, r["real1"][i], r["real2"][i], r["twin"][i], e, z))
+    summary.append((name, statistics.median(errors), max(errors),
+                    statistics.median(noise), max(noise)))
 print()
-print("predictions (B1, B2): median error %.1f %%, largest %.1f %%"
-      % (statistics.median(pred), max(pred)))
+print("| regime | median error | largest error | noise floor (median) | largest noise | counts for the goal |")
+print("|---|---:|---:|---:|---:|---|")
+held = True
+counted = []
+for name, med, big, nmed, nbig in summary:
+    counts = nmed < 10.0
+    if counts:
+        counted.append((name, med, big))
+        held = held and med <= 10.0 and big <= 25.0
+    print("| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %s |"
+          % (name, med, big, nmed, nbig, "yes" if counts else "no (noise floor 10 % or more)"))
 print()
-print("| figure | " + " | ".join(rows.keys()) + " |")
-print("|---|" + "---:|" * len(rows))
-for i, n in enumerate(names):
-    print("| %s | %s |" % (n, " | ".join("%.1f" % rows[k][i] for k in rows)))
+if counted:
+    print("goal (median <= 10 %%, none over 25 %%, on the %d regimes whose noise floor is under 10 %%): %s"
+          % (len(counted), "held" if held else "NOT held"))
+    for name, med, big in counted:
+        fails = []
+        if med > 10.0:
+            fails.append("median %.1f %%" % med)
+        if big > 25.0:
+            fails.append("largest %.1f %%" % big)
+        if fails:
+            print("  %s: %s" % (name, ", ".join(fails)))
+else:
+    print("goal: no regime has a noise floor under 10 %: nothing to judge")
+PY
+}
+
+# The capacity answer: the real sweep and the twin's, the same trace, SLO
+# and attainment.
+capacity() {
+  make_trace "$N" "$RATE_A" 128 1024 16 64 9 "$WORK/capacity.jsonl"
+  [ -s "$WORK/profile.json" ] || { echo "no profile: run RUNS=\"real predict\" first" >&2; exit 2; }
+  local sweep=(--slo "$SLO" --attainment "$ATTAINMENT" --search "${SEARCH:-0.5..8}" --format json)
+  "$BIN/trace-sweep" --offline --profile "$WORK/profile.json" "${sweep[@]}" -o "$WORK/sweep-twin" \
+    "$WORK/capacity.jsonl" >"$WORK/sweep-twin.json" || true
+  start_server
+  nice -n "$PRIO" "$BIN/trace-sweep" --url "$URL" "${sweep[@]}" -o "$WORK/sweep-real" \
+    --replay-arg=--endpoint=completions --replay-arg=--ignore-eos --replay-arg=--tokenizer=r50k_base \
+    --cooldown 2s "$WORK/capacity.jsonl" >"$WORK/sweep-real.json" || true
+  stop_server
+  python3 - "$WORK/sweep-real.json" "$WORK/sweep-twin.json" "${SEARCH:-0.5..8}" <<'PY'
+import json, sys
+top = float(sys.argv[3].split("..")[1])
+def answer(path):
+    try:
+        j = json.load(open(path))
+    except Exception as e:
+        return None, "unreadable (%s)" % e
+    speed = j.get("max_speed")
+    # The top of the search met: the capacity is at least that.
+    at_least = j.get("beyond_search") or (speed is not None and speed >= top)
+    return speed, "(at least: the top of the search met the SLO)" if at_least else ""
+real, rnote = answer(sys.argv[1])
+twin, tnote = answer(sys.argv[2])
+print("capacity (highest speed meeting the SLO): real %s %s, twin %s %s" % (real, rnote, twin, tnote))
+if real and twin:
+    e = abs(twin - real) / real * 100.0
+    print("twin error %.1f %% (goal: within 10 %%): %s" % (e, "held" if e <= 10.0 else "NOT held"))
 PY
 }
 

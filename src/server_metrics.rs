@@ -359,6 +359,9 @@ pub fn lookup(name: &str) -> Option<&'static Known> {
     KNOWN.iter().find(|k| k.name == name)
 }
 
+/// The most requests a server is taken to run or hold waiting.
+const MAX_REQUESTS: f64 = 1e9;
+
 /// One scrape as read back from the file: the recognised metrics only,
 /// their series combined.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,6 +406,19 @@ fn read_scrape_seeing(line: &str, see: impl FnOnce(&Map<String, Value>)) -> Resu
             Value::Null => continue,
             other => return Err(format!("sample `{key}`: `{other}` is not a number")),
         };
+        // Requests running or waiting are a count a server can have: a
+        // scrape of 1e308 would make a profile of 2^64 − 1 slots.
+        if KNOWN[i].kind == Gauge && KNOWN[i].combine == Sum && !(0.0..=MAX_REQUESTS).contains(&x) {
+            // 1e308 as written, not as 309 digits.
+            let shown = if x.abs() < 1e15 {
+                format!("{x}")
+            } else {
+                format!("{x:e}")
+            };
+            return Err(format!(
+                "sample `{key}`: {shown} is not a count of requests (0 to {MAX_REQUESTS})"
+            ));
+        }
         acc[i].0 += x;
         acc[i].1 += 1;
     }
@@ -701,6 +717,21 @@ impl RunFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_requests_no_server_has_is_refused() {
+        let e = read_scrape(
+            r#"{"t_ms":0,"samples":{"vllm:num_requests_waiting":1,"vllm:num_requests_running":1e308}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "sample `vllm:num_requests_running`: 1e308 is not a count of requests (0 to 1000000000)"
+        );
+        assert!(read_scrape(r#"{"t_ms":0,"samples":{"sglang:num_queue_reqs":-1}}"#).is_err());
+        // Shares and counters are not counts of requests.
+        assert!(read_scrape(r#"{"t_ms":0,"samples":{"vllm:prompt_tokens_total":1e12}}"#).is_ok());
+    }
 
     #[test]
     fn the_kv_cache_size_is_read_from_vllm_and_sglang_scrapes() {

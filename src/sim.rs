@@ -13,8 +13,8 @@ use crate::twin::fit;
 const EXAMPLES: &str = "\
 Exit status: 0 when stopped by Ctrl-C (serving) or done, 130 when an
 --offline run was interrupted by Ctrl-C (after writing every result), 2 on
-trouble (bad usage, bad input, a profile fitted from too little, the
-address cannot be bound).
+trouble (bad usage, bad input, a fit from too little or one that fails
+its own check without --force, the address cannot be bound).
 (3 is trace-replay's early stop; never from this tool.)
 
 Examples:
@@ -73,6 +73,12 @@ pub struct Args {
     #[arg(long, value_name = "SCRAPES", num_args = 1.., requires = "fit")]
     pub metrics: Vec<String>,
 
+    /// With --fit: write the profile even when the fit refuses it (its own
+    /// run not predicted within 15 %, the batch terms unknown), with the
+    /// warning kept in the profile's quality.
+    #[arg(long, requires = "fit")]
+    pub force: bool,
+
     /// Write the profile here: the one --fit makes, or else the one the
     /// model flags describe.
     #[arg(short = 'o', long, value_name = "PROFILE", conflicts_with = "offline")]
@@ -120,9 +126,30 @@ fn fit_profile(args: &Args) -> Result<Outcome> {
         slots: args.model.max_batch.is_some(),
         cache: args.model.cache_blocks.is_some(),
     };
-    let fitted = fit::fit_files(&args.fit, &args.metrics, &base, given)?;
+    let mut fitted = fit::fit_files(&args.fit, &args.metrics, &base, given)?;
     eprint!("{}", fitted.report);
-    write_profile(path, &fitted.profile.to_text())
+    if !fitted.problems.is_empty() {
+        if !args.force {
+            return Err(Error::msg(format!(
+                "{}; the profile is not written (--force writes it, with this warning in it)",
+                fitted.problems.join("; ")
+            )));
+        }
+        for p in &fitted.problems {
+            crate::cli::warn(p);
+        }
+        if let Some(q) = fitted.profile.quality.as_mut() {
+            q.warnings = std::mem::take(&mut fitted.problems);
+        }
+    }
+    let text = fitted.profile.to_text();
+    // The fit never writes what its reader would refuse.
+    if let Err(e) = crate::simulator::profile::Profile::parse(&text, &path.to_string_lossy()) {
+        return Err(Error::msg(format!(
+            "the fitted profile would not be read back ({e}); not written"
+        )));
+    }
+    write_profile(path, &text)
 }
 
 fn write_profile(path: &std::path::Path, text: &str) -> Result<Outcome> {

@@ -115,7 +115,8 @@ pub struct SimOptions {
     #[arg(long, value_name = "MS", default_value_t = 0.0, value_parser = sim_ms)]
     pub stall_ms: f64,
 
-    /// Seed of the fault draws.
+    /// Seed of the fault draws, and of the draws of a profile's step
+    /// spread (--profile, --offline): the same seed, the same times.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
@@ -225,6 +226,8 @@ impl SimOptions {
         if let Some(n) = self.max_batch {
             p.slots = n;
         }
+        // `--seed` draws the step spread too.
+        p.seed = self.seed;
         if let Some(n) = self.cache_blocks {
             p.cache_blocks = n;
         }

@@ -20,9 +20,9 @@ use std::collections::VecDeque;
 use super::cache::BlockCache;
 use super::profile::Profile;
 
-/// The draws of the step spread start here: every run of a profile gives
-/// the same times.
-const SPREAD_SEED: u64 = 37;
+/// The seed of the step spread's draws when none is given: every run of
+/// a profile gives the same times; another seed, other draws.
+pub const DEFAULT_SEED: u64 = 1;
 
 /// A request given to the batch.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +89,18 @@ pub struct Step {
     pub prefill_attended: u64,
 }
 
+impl Step {
+    /// How long the step takes under `p`'s terms, ms (before the spread).
+    pub fn ms(&self, p: &Profile) -> f64 {
+        p.alpha_ms
+            + p.beta_ms * self.prefill_tokens as f64
+            + p.gamma_ms * self.decoding as f64
+            + p.delta_ms * self.context as f64
+            + p.epsilon_ms * self.prefilling as f64
+            + p.zeta_ms * self.prefill_attended as f64
+    }
+}
+
 /// The tokens before each of `n` prompt tokens from position `from`,
 /// summed: n·from + n(n−1)/2. A chunk's attention reads that many.
 pub fn attended(from: u64, n: u64) -> u64 {
@@ -113,7 +125,16 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// The batch of `profile`, its step spread drawn from the profile's
+    /// seed ([`Profile::seed`]).
     pub fn new(profile: Profile) -> Batch {
+        let seed = profile.seed;
+        Batch::seeded(profile, seed)
+    }
+
+    /// The batch of `profile`, its step spread drawn from `seed`: the same
+    /// seed gives the same times, another seed other draws.
+    pub fn seeded(profile: Profile, seed: u64) -> Batch {
         Batch {
             cache: BlockCache::new(profile.cache_blocks),
             profile,
@@ -122,7 +143,8 @@ impl Batch {
             step: None,
             shares: Vec::new(),
             free_at: f64::NEG_INFINITY,
-            draws: SPREAD_SEED,
+            // Seeds next to each other start far apart in the draws.
+            draws: crate::hash::mix(seed),
         }
     }
 
@@ -211,7 +233,12 @@ impl Batch {
         if self.running.is_empty() {
             return;
         }
-        let mut budget = self.profile.prefill_chunk;
+        // The decoding requests' tokens take their places in the step's
+        // token budget first (llama.cpp fills its n_batch with them before
+        // any prompt token, vLLM its max_num_batched_tokens); the prompts
+        // share the rest, first come first served.
+        let decoding = self.running.iter().filter(|r| r.prefill_left == 0).count() as u64;
+        let mut budget = self.profile.prefill_chunk.saturating_sub(decoding);
         self.shares.clear();
         let mut step = Step {
             start,
@@ -238,7 +265,7 @@ impl Batch {
                 self.shares.push(0);
             }
         }
-        step.end = start + self.profile.step_ms(&step) * self.spread(step.prefilling > 0);
+        step.end = start + step.ms(&self.profile) * self.spread(step.prefilling > 0);
         self.step = Some(step);
     }
 
@@ -329,6 +356,28 @@ mod tests {
             blocks: Vec::new(),
             known_cached: 0,
         }
+    }
+
+    fn bare_step(prefill_tokens: u64, prefilling: u64, decoding: u64) -> Step {
+        Step {
+            start: 0.0,
+            end: 0.0,
+            prefill_tokens,
+            prefilling,
+            decoding,
+            context: 0,
+            prefill_attended: 0,
+        }
+    }
+
+    #[test]
+    fn the_flags_profile_gives_their_ttft_and_itl() {
+        let p = Profile::from_flags(20.0, 20.0, 5.0, 0.01);
+        // A request alone: 20 ms + 20 µs × 1000 tokens = 40 ms.
+        assert!((bare_step(1000, 1, 0).ms(&p) - 40.0).abs() < 1e-9);
+        // One decoding: 5 ms; eleven: 5 × 1.1 = 5.5 ms.
+        assert!((bare_step(0, 0, 1).ms(&p) - 5.0).abs() < 1e-9);
+        assert!((bare_step(0, 0, 11).ms(&p) - 5.5).abs() < 1e-9);
     }
 
     /// (key, at, tokens, done) of every event up to `until`.
@@ -435,21 +484,76 @@ mod tests {
         let mut b = Batch::new(profile());
         b.arrive(0.0, job(0, 100, 4));
         b.arrive(0.0, job(1, 2500, 1));
-        // Step 1: the budget of 1000 goes 100 to 0, 900 to 1:
-        //   10 + 0.01 × 1000 = 20.
-        // Step 2: 0 decodes, 1 prefills 1000: 10 + 10 + 1 = 21 → 41.
-        // Step 3: 0 decodes, 1 prefills its last 600: 10 + 6 + 1 = 17 → 58,
-        //   1's first (and only) token.
+        // Step 1: nothing decodes; the budget of 1000 goes 100 to 0, 900
+        //   to 1: 10 + 0.01 × 1000 = 20.
+        // Step 2: 0 decodes, its token taking one place of the budget: 1
+        //   prefills 999: 10 + 9.99 + 1 = 20.99 → 40.99.
+        // Step 3: 0 decodes, 1 prefills its last 601: 10 + 6.01 + 1 =
+        //   17.01 → 58, 1's first (and only) token.
         // Step 4: 0 decodes alone: 11 → 69, its fourth token.
+        let got = run(&mut b, 1000.0);
+        let want = [
+            (0, 20.0, 1, false),
+            (0, 40.99, 2, false),
+            (0, 58.0, 3, false),
+            (1, 58.0, 1, true),
+            (0, 69.0, 4, true),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0, g.2, g.3), (w.0, w.2, w.3), "{got:?}");
+            assert!((g.1 - w.1).abs() < 1e-9, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn decoding_tokens_take_their_places_in_the_budget() {
+        // A budget of 3 with two requests decoding leaves one prompt token
+        // a step: request 2's 3-token prompt takes three steps.
+        let mut b = Batch::new(Profile {
+            slots: 3,
+            prefill_chunk: 3,
+            beta_ms: 0.0,
+            ..profile()
+        });
+        b.arrive(0.0, job(0, 1, 10));
+        b.arrive(0.0, job(1, 1, 10));
+        // Step 1 (0 → 10): both prefill their one token; 2 comes during it.
+        assert_eq!(run(&mut b, 5.0), vec![]);
+        b.arrive(5.0, job(2, 3, 1));
+        // Steps 2, 3, 4: two decoding (γ 2): 12 ms each, 1 prefill token
+        // each; 2's first token at 10 + 3 × 12 = 46.
+        let firsts: Vec<f64> = run(&mut b, 100.0)
+            .iter()
+            .filter(|e| e.0 == 2)
+            .map(|e| e.1)
+            .collect();
+        assert_eq!(firsts, vec![46.0]);
+    }
+
+    #[test]
+    fn the_seed_sets_the_draws() {
+        let spread: Vec<f64> = (0..=100).map(|k| 0.5 + f64::from(k) / 100.0).collect();
+        let p = Profile {
+            step_spread: spread,
+            ..profile()
+        };
+        let times = |b: &mut Batch| {
+            b.arrive(0.0, job(0, 100, 20));
+            run(b, 1e9).iter().map(|e| e.1).collect::<Vec<f64>>()
+        };
+        let one = times(&mut Batch::seeded(p.clone(), 1));
+        // The same seed, the same times; Batch::new takes the profile's.
+        assert_eq!(times(&mut Batch::seeded(p.clone(), 1)), one);
+        assert_eq!(times(&mut Batch::new(p.clone())), one);
+        let two = times(&mut Batch::seeded(p.clone(), 2));
+        assert_ne!(two, one);
         assert_eq!(
-            run(&mut b, 1000.0),
-            vec![
-                (0, 20.0, 1, false),
-                (0, 41.0, 2, false),
-                (0, 58.0, 3, false),
-                (1, 58.0, 1, true),
-                (0, 69.0, 4, true),
-            ]
+            times(&mut Batch::new(Profile {
+                seed: 2,
+                ..p.clone()
+            })),
+            two
         );
     }
 

@@ -10,7 +10,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::Step;
 use crate::error::{Error, Location, Result};
 
 /// The format's version, the file's first key.
@@ -68,6 +67,14 @@ pub struct Profile {
     /// How well the fit explains the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<Quality>,
+    /// The seed of the step spread's draws (`--seed`): a run's setting,
+    /// not the server's, so never in the file.
+    #[serde(skip, default = "default_seed")]
+    pub seed: u64,
+}
+
+fn default_seed() -> u64 {
+    super::batch::DEFAULT_SEED
 }
 
 /// What a profile was made from.
@@ -105,6 +112,26 @@ pub struct Quality {
     /// What the run could not tell, one sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<String>,
+    /// The fitted run as the profile predicts it: each figure real and
+    /// twin (trace-sim --fit runs the model over the run's own arrivals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fitted_run: Vec<Figure>,
+    /// Why the fit refused this profile, kept when `--force` wrote it
+    /// anyway: a reader of the profile sees what its writer was told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One figure of a run, real and as the twin predicts it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    /// `TTFT p50`, `E2E p90`, ...
+    pub name: String,
+    pub real_ms: f64,
+    pub twin_ms: f64,
+    /// |twin − real| / real, %.
+    pub error_pct: f64,
 }
 
 impl Default for Profile {
@@ -133,6 +160,7 @@ impl Profile {
             prefill_spread: Vec::new(),
             fitted_from: None,
             quality: None,
+            seed: default_seed(),
         }
     }
 }
@@ -159,16 +187,6 @@ impl Profile {
                 q[i] + (q[i + 1] - q[i]) * (x - i as f64)
             }
         }
-    }
-
-    /// How long a step takes, ms.
-    pub fn step_ms(&self, s: &Step) -> f64 {
-        self.alpha_ms
-            + self.beta_ms * s.prefill_tokens as f64
-            + self.gamma_ms * s.decoding as f64
-            + self.delta_ms * s.context as f64
-            + self.epsilon_ms * s.prefilling as f64
-            + self.zeta_ms * s.prefill_attended as f64
     }
 
     /// The profile of trace-sim's per-request flags: a request alone takes
@@ -247,17 +265,9 @@ impl Profile {
                 ));
             }
         }
-        if p.step_ms(&Step {
-            start: 0.0,
-            end: 0.0,
-            prefill_tokens: 1,
-            prefilling: 1,
-            decoding: 0,
-            context: 0,
-            prefill_attended: 0,
-        }) <= 0.0
-            && p.gamma_ms + p.alpha_ms <= 0.0
-        {
+        // A step prefilling one token, and one decoding one request, must
+        // take time.
+        if p.alpha_ms + p.beta_ms + p.epsilon_ms <= 0.0 && p.gamma_ms + p.alpha_ms <= 0.0 {
             return Err(bad(
                 "alpha_ms",
                 "every term is 0: steps would take no time".into(),
@@ -317,28 +327,6 @@ fn key_before(text: &str, line: usize, column: usize) -> String {
 mod tests {
     use super::*;
 
-    fn step(prefill_tokens: u64, prefilling: u64, decoding: u64) -> Step {
-        Step {
-            start: 0.0,
-            end: 0.0,
-            prefill_tokens,
-            prefilling,
-            decoding,
-            context: 0,
-            prefill_attended: 0,
-        }
-    }
-
-    #[test]
-    fn the_flags_profile_gives_their_ttft_and_itl() {
-        let p = Profile::from_flags(20.0, 20.0, 5.0, 0.01);
-        // A request alone: 20 ms + 20 µs × 1000 tokens = 40 ms.
-        assert!((p.step_ms(&step(1000, 1, 0)) - 40.0).abs() < 1e-9);
-        // One decoding: 5 ms; eleven: 5 × 1.1 = 5.5 ms.
-        assert!((p.step_ms(&step(0, 0, 1)) - 5.0).abs() < 1e-9);
-        assert!((p.step_ms(&step(0, 0, 11)) - 5.5).abs() < 1e-9);
-    }
-
     #[test]
     fn a_profile_reads_back_what_it_wrote() {
         let p = Profile {
@@ -348,6 +336,13 @@ mod tests {
                 p90_error_pct: 4.0,
                 r2: 0.99,
                 unknown: vec!["x".into()],
+                fitted_run: vec![Figure {
+                    name: "TTFT p50".into(),
+                    real_ms: 10.0,
+                    twin_ms: 11.0,
+                    error_pct: 10.0,
+                }],
+                warnings: vec!["y".into()],
             }),
             ..Profile::default()
         };

@@ -13,10 +13,12 @@
 //! one chunk) by robust regression
 //! ([`super::regress`]), α then taking the mean residual.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
+use crate::hash::stable_hash;
 use crate::io::{self, Lines};
 use crate::result::{ResultView, Status};
 use crate::server_metrics::{KvCapacity, RunFigures};
@@ -24,11 +26,26 @@ use crate::simulator::batch::attended;
 use crate::simulator::profile::{Profile, Quality, Source};
 use crate::text::plural;
 
+use super::check;
+
+/// The most slots a profile may have (its reader's limit).
+const MAX_SLOTS: usize = 1_000_000;
+
 use super::regress;
 
 /// Fewer requests or step times than these make no profile.
 pub const MIN_REQUESTS: usize = 10;
 pub const MIN_STEPS: usize = 50;
+
+/// A run's first requests meet a cold server (buffers allocated, caches
+/// empty): the steps before the first token of its request of this rank
+/// (by send time) are left out of the fit.
+const WARMUP_REQUESTS: usize = 3;
+
+/// The time of a decoding request (γ) is known when its uncertainty moves
+/// a decode step, over the batch's range, by at most this share of its
+/// median time (or is at most a quarter of γ itself).
+const BATCH_TERM_UNCERTAINTY: f64 = 0.05;
 
 /// The terms, in the regression's column order.
 const TERMS: [&str; 6] = [
@@ -50,6 +67,8 @@ pub struct Seen {
     /// When each token came, ms from the run's start (the first at
     /// `sent + ttft`).
     pub tokens: Vec<f64>,
+    /// The result's E2E, ms.
+    pub e2e: f64,
 }
 
 /// A step's time and what it did.
@@ -61,6 +80,8 @@ pub struct Observed {
     pub ms: f64,
     /// Whether it gave the request its first token.
     pub first: bool,
+    /// When it ended, ms from the run's start.
+    pub at: f64,
 }
 
 /// What the flags fixed: the fit leaves it as they say.
@@ -77,35 +98,56 @@ pub struct Scraped {
     pub kv: Option<KvCapacity>,
 }
 
-/// What a fit gives: the profile, and a report for people.
+/// What a fit gives: the profile, a report for people, and why the
+/// profile is not to be trusted (empty when it is): trace-sim refuses to
+/// write it then, unless `--force`.
 #[derive(Debug)]
 pub struct Fitted {
     pub profile: Profile,
     pub report: String,
+    pub problems: Vec<String>,
 }
 
-/// Fit a profile to results files; `base` gives what the fit does not
-/// (the prefill chunk, and the slots and the cache where `given` says).
+/// Fit a profile to results files, each one run (on a timeline of its
+/// own); `base` gives what the fit does not (the prefill chunk, and the
+/// slots and the cache where `given` says). A result line met twice (a
+/// file given twice) is refused: its requests would count twice.
 pub fn fit_files(
     results: &[String],
     metrics: &[String],
     base: &Profile,
     given: Given,
 ) -> Result<Fitted> {
-    let specs = io::input_specs(results)?;
-    let mut lines = Lines::new(&specs);
-    let mut seen = Vec::new();
+    let mut runs = Vec::new();
     let mut read = 0u64;
     let mut itl = Vec::new();
-    while let Some((loc, line)) = lines.next_line()? {
-        if line.trim().is_empty() {
-            continue;
+    // Each line's hash: the file (its index in `results`) and line it was
+    // first met at.
+    let mut met: HashMap<u64, (usize, u64)> = HashMap::new();
+    for (file, path) in results.iter().enumerate() {
+        let specs = io::input_specs(std::slice::from_ref(path))?;
+        let mut lines = Lines::new(&specs);
+        let mut seen = Vec::new();
+        while let Some((loc, line)) = lines.next_line()? {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            read += 1;
+            let v = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
+            if let Some((f, l)) = met.insert(stable_hash(0, line.as_bytes()), (file, loc.line)) {
+                return Err(FieldError::record(format!(
+                    "this result is also {}:{l}: a run's results given twice would count \
+                     its requests twice; give each run once",
+                    results[f]
+                ))
+                .at(&loc));
+            }
+            if let Some(s) = seen_of(&v, &itl) {
+                seen.push(s);
+            }
         }
-        read += 1;
-        let v = ResultView::read(line, &mut itl).map_err(|e| e.at(&loc))?;
-        if let Some(s) = seen_of(&v, &itl) {
-            seen.push(s);
-        }
+        runs.push(seen);
     }
     let mut scrapes = Vec::new();
     let mut kv: Option<KvCapacity> = None;
@@ -122,7 +164,7 @@ pub fn fit_files(
         figures: (!scrapes.is_empty()).then(|| RunFigures::of(&scrapes)),
         kv,
     };
-    let mut fitted = fit(&seen, base, given, &scraped)?;
+    let mut fitted = fit(&runs, base, given, &scraped)?;
     let source = fitted
         .profile
         .fitted_from
@@ -130,10 +172,10 @@ pub fn fit_files(
     source.results = results.to_vec();
     source.metrics = metrics.to_vec();
     source.requests = read;
+    let used: usize = runs.iter().map(Vec::len).sum();
     fitted.report = format!(
-        "fitted from {} ({read} results, {} used)\n{}",
+        "fitted from {} ({read} results, {used} used)\n{}",
         results.join(", "),
-        seen.len(),
         fitted.report
     );
     Ok(fitted)
@@ -158,6 +200,7 @@ fn seen_of(v: &ResultView<'_>, itl: &[f64]) -> Option<Seen> {
         sent: v.sent_ms,
         prompt,
         cached: v.cached_tokens.unwrap_or(0).min(prompt),
+        e2e: v.e2e_ms.unwrap_or(t - v.sent_ms).max(t - v.sent_ms),
         tokens,
     })
 }
@@ -215,6 +258,7 @@ pub fn observe(seen: &[Seen]) -> Vec<Observed> {
                     row,
                     ms,
                     first: j == 0,
+                    at: t,
                 });
             }
         }
@@ -273,11 +317,86 @@ fn slots_seen(seen: &[Seen]) -> (u64, bool) {
     (max.max(0) as u64, waited && max > 0)
 }
 
-/// Fit a profile to the requests seen.
-pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Result<Fitted> {
-    let steps = observe(seen);
-    if seen.len() < MIN_REQUESTS || steps.len() < MIN_STEPS {
-        let (n, k) = (seen.len() as u64, steps.len() as u64);
+/// The steps of a run the fit uses: all but those of its warm-up (before
+/// the first token of its [`WARMUP_REQUESTS`]th request, by send time).
+fn observe_run(run: &[Seen]) -> Vec<Observed> {
+    let mut sent: Vec<(f64, f64)> = run.iter().map(|s| (s.sent, s.tokens[0])).collect();
+    sent.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let warm = sent
+        .get(WARMUP_REQUESTS)
+        .map_or(f64::NEG_INFINITY, |(_, first)| *first);
+    let mut steps = observe(run);
+    steps.retain(|o| o.at >= warm);
+    steps
+}
+
+/// Why the time of a decoding request (γ) is not known, if it is not:
+/// the decode steps show too few batch sizes to tell it from the step's
+/// own (α). Known when its standard error, over the batch's range (1 to
+/// `max_running`), moves a decode step by at most
+/// [`BATCH_TERM_UNCERTAINTY`] of its median time.
+fn batch_unknown(
+    steps: &[Observed],
+    x: &[Vec<f64>],
+    y: &[f64],
+    f: &regress::Fit,
+    max_running: u64,
+) -> Option<String> {
+    let mut decode: Vec<f64> = steps
+        .iter()
+        .filter(|o| o.row[4] == 0.0)
+        .map(|o| o.ms)
+        .collect();
+    if decode.is_empty() {
+        return None;
+    }
+    decode.sort_by(f64::total_cmp);
+    let median = decode[decode.len() / 2];
+    // With γ fitted to 0 (it came out below 0), the error is γ's as if
+    // it were in the fit.
+    let mut coef = f.coef.clone();
+    let mut on = vec![true; coef.len()];
+    for j in f.singular.iter().chain(&f.negative) {
+        on[*j] = false;
+    }
+    if coef[2] == 0.0 {
+        coef[2] = f64::MIN_POSITIVE;
+        on[2] = true;
+    }
+    let se = regress::std_errors(x, y, &coef, &on).map_or(f64::INFINITY, |se| se[2]);
+    // Known well enough when it hardly moves a step over the batch's
+    // range, or is itself fitted to within a quarter.
+    let moved = se * (max_running - 1) as f64;
+    if moved <= BATCH_TERM_UNCERTAINTY * median || se <= 0.25 * f.coef[2] {
+        return None;
+    }
+    // The most common batch size of the decode steps, and its share.
+    let mut count: HashMap<u64, usize> = HashMap::new();
+    for o in steps.iter().filter(|o| o.row[4] == 0.0) {
+        *count.entry(o.row[2] as u64).or_default() += 1;
+    }
+    let (top, c) = count
+        .iter()
+        .max_by_key(|(k, c)| (**c, std::cmp::Reverse(**k)))
+        .map_or((0, 0), |(k, c)| (*k, *c));
+    Some(format!(
+        "gamma_ms: {:.0} % of the decode steps had {top} request{} decoding: the run cannot \
+         tell a step's own time (alpha_ms) from a decoding request's (gamma_ms {:.4} ± {:.4} \
+         ms); fit a run at a lighter load with it (give both results files)",
+        c as f64 / decode.len() as f64 * 100.0,
+        plural(top),
+        f.coef[2],
+        se
+    ))
+}
+
+/// Fit a profile to the requests seen, one list per run.
+pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) -> Result<Fitted> {
+    let runs: Vec<&Vec<Seen>> = runs.iter().filter(|r| !r.is_empty()).collect();
+    let steps: Vec<Observed> = runs.iter().flat_map(|r| observe_run(r)).collect();
+    let requests: usize = runs.iter().map(|r| r.len()).sum();
+    if requests < MIN_REQUESTS || steps.len() < MIN_STEPS {
+        let (n, k) = (requests as u64, steps.len() as u64);
         return Err(Error::msg(format!(
             "too little to fit a profile: {n} request{} with a first token and {k} step \
              time{} (at least {MIN_REQUESTS} and {MIN_STEPS}): run more requests",
@@ -286,14 +405,20 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
         )));
     }
     let mut unknown = Vec::new();
-    let (max_running, waited) = slots_seen(seen);
+    let mut problems = Vec::new();
+    let (mut max_running, mut waited) = (0, false);
+    for r in &runs {
+        let (m, w) = slots_seen(r);
+        max_running = max_running.max(m);
+        waited |= w;
+    }
     let mut terms = [true; 6];
     if max_running <= 1 {
         terms[2] = false;
-        unknown.push(
-            "gamma_ms: never more than one request in flight: the batch terms are unknown (0)"
-                .to_string(),
-        );
+        let note = "gamma_ms: never more than one request in flight: the batch terms are \
+                    unknown (0); fit a run where requests overlap";
+        unknown.push(note.to_string());
+        problems.push(note.to_string());
     }
     let x: Vec<Vec<f64>> = steps.iter().map(|o| o.row.to_vec()).collect();
     let y: Vec<f64> = steps.iter().map(|o| o.ms).collect();
@@ -303,6 +428,21 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
             "{}: the run cannot tell it from the other terms (0)",
             TERMS[*j]
         ));
+    }
+    for j in &f.negative {
+        unknown.push(format!(
+            "{}: the run shows no time of its own for it (fitted below 0, left at 0)",
+            TERMS[*j]
+        ));
+    }
+    if max_running > 1
+        && let Some(note) = batch_unknown(&steps, &x, &y, &f, max_running)
+    {
+        // A saturated run: (nearly) every decode step ran the same batch,
+        // and a step's own time is not told from its requests'. A lighter
+        // load would be predicted from a guess.
+        unknown.push(note.clone());
+        problems.push(note);
     }
     let c = &f.coef;
     // The robust fit follows the usual step; stalls (a busy machine, a
@@ -325,6 +465,13 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
     let slots_note = if given.slots {
         format!("{} (given)", profile.slots)
     } else if let Some((running, waiting)) = queue.filter(|(_, w)| w.max > 0.0) {
+        if !(1.0..=MAX_SLOTS as f64).contains(&running.max) {
+            return Err(Error::msg(format!(
+                "the scrapes show at most {} requests running while some waited: not a \
+                 server's slots (1 to {MAX_SLOTS}); give --max-batch",
+                running.max
+            )));
+        }
         profile.slots = running.max.round() as usize;
         format!(
             "{} (the scrapes: at most {} waiting beside them)",
@@ -374,25 +521,63 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
     } else {
         1.0
     };
-    let duration = seen
-        .iter()
-        .map(|s| s.sent)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
-            (a.min(t), b.max(t))
-        });
-    let span_s = (duration.1 - duration.0) / 1000.0;
+    // The prefill steps' level, as the runs' TTFTs show it: a first token
+    // the client got together with the step before's (tokens bunched on
+    // the way) makes a prefill step look shorter or longer than it was,
+    // and its spread with it. The prefill spread is scaled to give the
+    // runs' own TTFT p50 best; a level not found within 0.5-2x means the
+    // model does not explain the first tokens, and is refused.
+    let owned: Vec<Vec<Seen>> = runs.iter().map(|r| r.to_vec()).collect();
+    let real = check::real(&owned);
+    let scaled = calibrate_prefill(&mut profile, &real, &owned);
+    let scale_note = match scaled {
+        Some(c) if (c - 1.0).abs() > 0.005 => {
+            format!("  prefill steps scaled by {c:.3}, so that the fitted run's TTFT p50 holds\n")
+        }
+        Some(_) => String::new(),
+        None => {
+            let note = format!(
+                "the prefill steps would take under {:.1} or over {:.1} times their observed \
+                 time for the fitted run's TTFT p50 to hold: the model does not explain its \
+                 first tokens",
+                1.0 / MAX_PREFILL_SCALE,
+                MAX_PREFILL_SCALE
+            );
+            problems.push(note.clone());
+            format!("  {note}\n")
+        }
+    };
+    // The runs' mean rate: their gaps between sends over their spans.
+    let (mut gaps, mut span_ms) = (0usize, 0.0);
+    for r in &runs {
+        let (lo, hi) = r
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| {
+                (a.min(s.sent), b.max(s.sent))
+            });
+        gaps += r.len() - 1;
+        span_ms += hi - lo;
+    }
+    // The fitted run predicted: the profile as written, over the runs'
+    // own arrivals.
+    let figures = check::compare(&real, &check::twin(&profile, &owned));
+    if let Some(v) = check::verdict(&figures) {
+        problems.push(v);
+    }
     profile.quality = Some(Quality {
         median_error_pct: round3(pct(&all, 0.5)),
         p90_error_pct: round3(pct(&all, 0.9)),
         r2: round3(r2),
         unknown: unknown.clone(),
+        fitted_run: figures.clone(),
+        warnings: Vec::new(),
     });
     profile.fitted_from = Some(Source {
-        used: seen.len() as u64,
+        used: requests as u64,
         observations: steps.len() as u64,
         max_running,
-        rate_per_s: if span_s > 0.0 {
-            round3((seen.len() - 1) as f64 / span_s)
+        rate_per_s: if span_ms > 0.0 {
+            round3(gaps as f64 / (span_ms / 1000.0))
         } else {
             0.0
         },
@@ -448,6 +633,7 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
             );
         }
     }
+    report.push_str(&scale_note);
     let _ = writeln!(report, "residuals (|observed - model| / observed):");
     for (name, e) in [
         ("all steps", &all),
@@ -471,7 +657,67 @@ pub fn fit(seen: &[Seen], base: &Profile, given: Given, scraped: &Scraped) -> Re
             let _ = writeln!(report, "  {u}");
         }
     }
-    Ok(Fitted { profile, report })
+    report.push_str(&check::table(&figures));
+    Ok(Fitted {
+        profile,
+        report,
+        problems,
+    })
+}
+
+/// The most the prefill spread is scaled by (or under its inverse).
+const MAX_PREFILL_SCALE: f64 = 2.0;
+
+/// Scales of the prefill spread tried, from 1 / [`MAX_PREFILL_SCALE`] to
+/// [`MAX_PREFILL_SCALE`], evenly on a log scale.
+const PREFILL_SCALES: i32 = 24;
+
+/// Scale the profile's prefill spread so that the model gives the runs'
+/// TTFT p50 best (of [`PREFILL_SCALES`] + 1 scales tried, 1 among them):
+/// the scale, or `None` (the spread left as it was) when the best is at
+/// either end of the range (the level is not found inside it).
+fn calibrate_prefill(p: &mut Profile, real: &check::Dists, runs: &[Vec<Seen>]) -> Option<f64> {
+    let base = if !p.prefill_spread.is_empty() {
+        p.prefill_spread.clone()
+    } else if !p.step_spread.is_empty() {
+        p.step_spread.clone()
+    } else {
+        vec![1.0]
+    };
+    let at = |c: f64| -> Profile {
+        let mut q = p.clone();
+        if c != 1.0 {
+            q.prefill_spread = base
+                .iter()
+                .map(|r| (r * c * 10_000.0).round() / 10_000.0)
+                .collect();
+        }
+        q
+    };
+    let off = |q: &Profile| {
+        check::compare(real, &check::twin(q, runs))
+            .iter()
+            .find(|f| f.name == "TTFT p50")
+            .map_or(f64::INFINITY, |f| f.error_pct)
+    };
+    let half = PREFILL_SCALES / 2;
+    let mut best = (off(p), 0);
+    for k in -half..=half {
+        if k == 0 {
+            continue;
+        }
+        let c = MAX_PREFILL_SCALE.powf(f64::from(k) / f64::from(half));
+        let e = off(&at(c));
+        if e < best.0 {
+            best = (e, k);
+        }
+    }
+    if best.1.abs() == half {
+        return None;
+    }
+    let c = MAX_PREFILL_SCALE.powf(f64::from(best.1) / f64::from(half));
+    *p = at(c);
+    Some(c)
 }
 
 /// The cache's size: as given, else as the scrapes state it, else the
@@ -510,25 +756,41 @@ const SPREAD_QUANTILES: usize = 101;
 
 /// The observed / model ratio of every step that prefills (or not) at
 /// [`SPREAD_QUANTILES`] quantiles; empty when every such step fits within
-/// 1 % (nothing to spread).
+/// 1 % (nothing to spread). A step of k requests is seen k times (once
+/// per token it gave): each sighting weighs 1 / k, so that the quantiles
+/// are the steps', as the twin draws them, one ratio a step.
 fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
-    let mut ratios: Vec<f64> = steps
+    let mut ratios: Vec<(f64, f64)> = steps
         .iter()
         .filter(|o| (o.row[4] > 0.0) == prefills)
         .filter_map(|o| {
             let model = predict(p, &o.row);
-            (model > 0.0).then(|| o.ms / model)
+            let k = (o.row[2] + o.row[4]).max(1.0);
+            (model > 0.0).then(|| (o.ms / model, 1.0 / k))
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    if ratios.is_empty() || ratios.iter().all(|r| (r - 1.0).abs() <= 0.01) {
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if ratios.is_empty() || ratios.iter().all(|(r, _)| (r - 1.0).abs() <= 0.01) {
         return Vec::new();
     }
-    let n = ratios.len() - 1;
+    // Each ratio at the middle of its weight, cumulated.
+    let total: f64 = ratios.iter().map(|(_, w)| w).sum();
+    let mut mids = Vec::with_capacity(ratios.len());
+    let mut c = 0.0;
+    for (_, w) in &ratios {
+        mids.push((c + w / 2.0) / total);
+        c += w;
+    }
+    let last = ratios.len() - 1;
     (0..SPREAD_QUANTILES)
         .map(|k| {
-            let i = (n * k + (SPREAD_QUANTILES - 1) / 2) / (SPREAD_QUANTILES - 1);
-            (ratios[i] * 10_000.0).round() / 10_000.0
+            let q = k as f64 / (SPREAD_QUANTILES - 1) as f64;
+            let i = match k {
+                0 => 0,
+                _ if k == SPREAD_QUANTILES - 1 => last,
+                _ => mids.partition_point(|m| *m < q).min(last),
+            };
+            (ratios[i].0 * 10_000.0).round() / 10_000.0
         })
         .collect()
 }
@@ -556,6 +818,7 @@ mod tests {
             prompt,
             cached: 0,
             tokens: tokens.to_vec(),
+            e2e: tokens.last().unwrap() - sent,
         }
     }
 
@@ -591,7 +854,7 @@ mod tests {
     fn too_little_is_refused_by_name() {
         let s = [seen(0.0, 10, &[1.0, 2.0])];
         let e = fit(
-            &s,
+            &[s.to_vec()],
             &Profile::default(),
             Given::default(),
             &Scraped::default(),

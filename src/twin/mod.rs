@@ -4,5 +4,6 @@
 //! server (`engine::Server::Twin`, on the engine's virtual clock): the
 //! same schedule, result lines, stops and texts as a replay.
 
+mod check;
 pub mod fit;
 mod regress;

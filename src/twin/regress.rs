@@ -12,12 +12,14 @@
 const HUBER_K: f64 = 1.345;
 const ITERATIONS: usize = 30;
 
-/// The fitted coefficients (0 for a term left out) and which terms were
-/// left out because the data could not tell them from the others.
+/// The fitted coefficients (0 for a term left out), which terms were
+/// left out because the data could not tell them from the others, and
+/// which because they came out below 0 (the data shows no cost of theirs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fit {
     pub coef: Vec<f64>,
     pub singular: Vec<usize>,
+    pub negative: Vec<usize>,
 }
 
 /// Fit `y ≈ x · coef` over the rows, coefficients ≥ 0; `terms` says
@@ -26,6 +28,7 @@ pub fn fit(x: &[Vec<f64>], y: &[f64], terms: &[bool]) -> Fit {
     let k = terms.len();
     let mut on: Vec<bool> = terms.to_vec();
     let mut singular = Vec::new();
+    let mut negative = Vec::new();
     loop {
         let cols: Vec<usize> = (0..k).filter(|&j| on[j]).collect();
         let (coef, bad) = huber(x, y, &cols);
@@ -43,6 +46,7 @@ pub fn fit(x: &[Vec<f64>], y: &[f64], terms: &[bool]) -> Fit {
             .min_by(|a, b| a.1.total_cmp(b.1));
         if let Some((j, _)) = worst {
             on[cols[j]] = false;
+            negative.push(cols[j]);
             continue;
         }
         let mut full = vec![0.0; k];
@@ -50,11 +54,87 @@ pub fn fit(x: &[Vec<f64>], y: &[f64], terms: &[bool]) -> Fit {
             full[*j] = c;
         }
         singular.sort_unstable();
+        negative.sort_unstable();
         return Fit {
             coef: full,
             singular,
+            negative,
         };
     }
+}
+
+/// The standard error of each coefficient of a fit (0 for a term left
+/// out): how far the data lets it move. Huber's weights and the
+/// residuals' robust scale as in the fit; the covariance is
+/// σ² (XᵀWX)⁻¹ over the terms kept. `None` when they cannot be told apart.
+pub fn std_errors(x: &[Vec<f64>], y: &[f64], coef: &[f64], terms: &[bool]) -> Option<Vec<f64>> {
+    let cols: Vec<usize> = (0..coef.len())
+        .filter(|&j| terms[j] && coef[j] != 0.0)
+        .collect();
+    let n = cols.len();
+    let resid: Vec<f64> = x
+        .iter()
+        .zip(y)
+        .map(|(row, y)| y - row.iter().zip(coef).map(|(a, c)| a * c).sum::<f64>())
+        .collect();
+    let mut abs: Vec<f64> = resid.iter().map(|r| r.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let scale = abs.get(abs.len() / 2).copied().unwrap_or(0.0) / 0.6745;
+    let cut = HUBER_K * scale;
+    let w: Vec<f64> = resid
+        .iter()
+        .map(|r| {
+            if r.abs() <= cut || cut <= 0.0 {
+                1.0
+            } else {
+                cut / r.abs()
+            }
+        })
+        .collect();
+    let dof = (y.len() as f64 - n as f64).max(1.0);
+    let sigma2 = resid.iter().zip(&w).map(|(r, w)| w * r * r).sum::<f64>() / dof;
+    // Columns scaled to unit size, as in the fit, then (XᵀWX)⁻¹ by
+    // Gauss-Jordan beside the identity.
+    let mut size = vec![0.0f64; n];
+    for row in x {
+        for (s, j) in size.iter_mut().zip(&cols) {
+            *s = s.max(row[*j].abs());
+        }
+    }
+    let size: Vec<f64> = size.iter().map(|s| s.max(f64::MIN_POSITIVE)).collect();
+    let mut a = vec![vec![0.0; 2 * n]; n];
+    for (row, w) in x.iter().zip(&w) {
+        for p in 0..n {
+            for q in 0..n {
+                a[p][q] += w * row[cols[p]] / size[p] * row[cols[q]] / size[q];
+            }
+        }
+    }
+    for (p, r) in a.iter_mut().enumerate() {
+        r[n + p] = 1.0;
+    }
+    for p in 0..n {
+        let pivot = (p..n).max_by(|&i, &j| a[i][p].abs().total_cmp(&a[j][p].abs()))?;
+        if a[pivot][p].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(p, pivot);
+        let pivot_row = a[p].clone();
+        for (i, row) in a.iter_mut().enumerate() {
+            if i != p {
+                let f = row[p] / pivot_row[p];
+                for (v, u) in row.iter_mut().zip(&pivot_row) {
+                    *v -= f * u;
+                }
+            }
+        }
+    }
+    let mut out = vec![0.0; coef.len()];
+    for (p, j) in cols.iter().enumerate() {
+        let inv = a[p][n + p] / a[p][p];
+        out[*j] = (sigma2 * inv).max(0.0).sqrt() / size[p];
+    }
+    Some(out)
 }
 
 /// Huber IRLS over the columns `cols`; the coefficients, or the place in
@@ -158,6 +238,27 @@ mod tests {
     }
 
     #[test]
+    fn the_standard_errors_are_least_squares_ones_on_normal_data() {
+        // y = 1 + 2 a + e over a = 0..9 ten times, e = +1 in the even tens
+        // and −1 in the odd ones (at right angles to 1 and a, so the fit
+        // is exact): the residuals are all 1 in size (none beyond Huber's
+        // cut), σ² = 100 / 98; Σ (a − 4.5)² = 10 × 82.5 = 825, so se(slope) =
+        // √(σ² / 825) and se(intercept) = √(σ² (1/100 + 4.5² / 825)).
+        let x: Vec<Vec<f64>> = (0..100).map(|i| vec![1.0, f64::from(i % 10)]).collect();
+        let y: Vec<f64> = (0..100)
+            .map(|i| 1.0 + 2.0 * x[i][1] + if (i / 10) % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        let f = fit(&x, &y, &[true, true]);
+        let se = std_errors(&x, &y, &f.coef, &[true, true]).unwrap();
+        let s2: f64 = 100.0 / 98.0;
+        assert!((se[1] - (s2 / 825.0).sqrt()).abs() < 1e-6, "{se:?} {f:?}");
+        assert!(
+            (se[0] - (s2 * (0.01 + 20.25 / 825.0)).sqrt()).abs() < 1e-6,
+            "{se:?}"
+        );
+    }
+
+    #[test]
     fn outliers_hardly_move_the_fit() {
         let x: Vec<Vec<f64>> = (0..100).map(|i| vec![1.0, f64::from(i)]).collect();
         let mut y: Vec<f64> = x.iter().map(|r| 10.0 + r[1]).collect();
@@ -182,6 +283,7 @@ mod tests {
         let y: Vec<f64> = x.iter().map(|r| 5.0 + r[1] - 0.1 * r[3]).collect();
         let f = fit(&x, &y, &[true, true, true, true]);
         assert_eq!(f.singular, vec![2]);
+        assert_eq!(f.negative, vec![3]);
         assert_eq!(f.coef[2], 0.0);
         assert_eq!(f.coef[3], 0.0);
     }

@@ -16,7 +16,10 @@
 //!   gets `--port 0`; the test checks it answers `GET /v1/models`, then
 //!   stops it;
 //! - the runs meant to last minutes are shortened (see [`SHORTER`]);
-//! - `--start-at` (a fixed instant, past by now) becomes 10 s from now.
+//! - `--start-at` (a fixed instant, past by now) becomes 10 s from now;
+//! - `trace-sim --fit` gets `--force`: the results it fits come from the
+//!   test's trace-sim, whose per-request model the twin's step model does
+//!   not explain, so the fit's own check rightly refuses the profile.
 //!
 //! An example that needs what the test cannot give (a database) is named
 //! as not run, with the reason; `jq` and `curl` are used where installed.
@@ -144,7 +147,13 @@ fn plan(cmd: &str, dir: &Path, url: &str) -> Plan {
         args.extend(["--port".to_string(), "0".to_string()]);
         return Plan::Serve(args);
     }
-    Plan::Run(start_soon(&shorter(&local_urls(cmd, url))))
+    let cmd = if words[0] == "trace-sim" && words.contains(&"--fit") && !words.contains(&"--force")
+    {
+        cmd.replacen("--fit", "--force --fit", 1)
+    } else {
+        cmd.to_string()
+    };
+    Plan::Run(start_soon(&shorter(&local_urls(&cmd, url))))
 }
 
 /// Every `http://HOST:PORT` of `cmd` as `url` (the path kept).

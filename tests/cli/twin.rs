@@ -282,15 +282,200 @@ fn a_fit_from_too_little_is_refused() {
 }
 
 #[test]
-fn a_one_at_a_time_run_says_the_batch_terms_are_unknown() {
+fn a_one_at_a_time_run_is_refused_for_its_unknown_batch_terms() {
     let dir = TestDir::new("twin-fit-serial");
     // One request every second: never two at once.
     let records: Vec<_> = (0..30)
         .map(|i| json!({"timestamp": i * 1000, "input_length": 100 + 37 * i, "output_length": 5}))
         .collect();
     offline_then_fit(&dir, PROFILE, &crate::util::trace(&records))
+        .code(2)
+        .stderr_has("gamma_ms: never more than one request in flight")
+        .stderr_has("the profile is not written (--force writes it, with this warning in it)");
+    assert!(!dir.join("fitted.json").exists());
+    dir.cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "--force", "-o", "fitted.json"])
+        .run()
         .code(0)
-        .stderr_has("gamma_ms: never more than one request in flight");
+        .stderr_has("trace-sim: warning: gamma_ms: never more than one request in flight");
+    let p: serde_json::Value = serde_json::from_slice(&dir.read("fitted.json")).unwrap();
+    assert_eq!(
+        p["quality"]["warnings"][0],
+        "gamma_ms: never more than one request in flight: the batch terms are unknown (0); \
+         fit a run where requests overlap"
+    );
+}
+
+/// A trace of `n` requests `gap_ms` apart, prompts of 100 to 500 tokens,
+/// answers of 10 to 30, from a fixed rule.
+fn spaced(n: u64, gap_ms: u64) -> String {
+    let records: Vec<_> = (0..n)
+        .map(|i| {
+            json!({"timestamp": i * gap_ms, "input_length": 100 + (i * 37) % 401,
+                   "output_length": 10 + (i * 7) % 21})
+        })
+        .collect();
+    crate::util::trace(&records)
+}
+
+#[test]
+fn a_saturated_run_is_refused_and_fits_beside_a_lighter_one() {
+    let dir = TestDir::new("twin-fit-saturated");
+    // Every request at once, two slots: every decode step but the last
+    // request's runs two, each step's time drawn from 0.5 to 1.5 times
+    // the model's.
+    let noisy = PROFILE.replace(
+        "\"block_size\": 512",
+        "\"block_size\": 512, \"step_spread\": [0.5, 1.5]",
+    );
+    let sat = offline_then_fit(&dir, &noisy, &spaced(200, 0));
+    sat.code(2)
+        .stderr_has(
+            "of the decode steps had 2 requests decoding: the run cannot tell a step's own \
+             time (alpha_ms) from a decoding request's (gamma_ms ",
+        )
+        .stderr_has("ms); fit a run at a lighter load with it (give both results files)");
+    std::fs::rename(dir.join("a.ndjson"), dir.join("sat.ndjson")).unwrap();
+    // A run at a request every 150 ms beside it: one or two decoding.
+    offline_then_fit(&dir, &noisy, &spaced(60, 150));
+    let both = dir
+        .cmd("trace-sim")
+        .args(["--fit", "sat.ndjson", "a.ndjson", "-o", "both.json"])
+        .run();
+    both.code(0);
+    let p: serde_json::Value = serde_json::from_slice(&dir.read("both.json")).unwrap();
+    // The model's own runs: its terms come back (α 10, β 0.01, γ 1),
+    // within the noise.
+    for (key, want) in [("alpha_ms", 10.0), ("beta_ms", 0.01), ("gamma_ms", 1.0)] {
+        let got = p[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{key}: {got}, want {want}\n{}",
+            both.stderr
+        );
+    }
+    assert_eq!(p["slots"], 2, "{}", both.stderr);
+}
+
+#[test]
+fn a_results_file_given_twice_is_refused_by_name() {
+    let dir = TestDir::new("twin-fit-twice");
+    offline_then_fit(&dir, PROFILE, &spaced(60, 150)).code(0);
+    dir.cmd("trace-sim")
+        .args(["--fit", "a.ndjson", "a.ndjson", "-o", "p2.json"])
+        .run()
+        .code(2)
+        .stderr_has(
+            "trace-sim: a.ndjson:1: error: this result is also a.ndjson:1: a run's results \
+             given twice would count its requests twice; give each run once",
+        );
+    assert!(!dir.join("p2.json").exists());
+}
+
+#[test]
+fn a_scrape_of_more_requests_than_a_server_has_is_refused() {
+    let dir = TestDir::new("twin-fit-1e308");
+    offline_then_fit(&dir, PROFILE, &spaced(60, 150)).code(0);
+    dir.write(
+        "m.ndjson",
+        std::fs::read(crate::util::data("twin/metrics_running_1e308.ndjson")).unwrap(),
+    );
+    // serde_json keeps the file's order: waiting comes first.
+    dir.cmd("trace-sim")
+        .args([
+            "--fit",
+            "a.ndjson",
+            "--metrics",
+            "m.ndjson",
+            "-o",
+            "p2.json",
+        ])
+        .run()
+        .code(2)
+        .stderr_has(
+            "trace-sim: m.ndjson:1: error: sample `vllm:num_requests_waiting`: 1e308 is not a \
+             count of requests (0 to 1000000000)",
+        );
+    assert!(!dir.join("p2.json").exists());
+}
+
+#[test]
+fn a_profile_that_misses_its_own_run_is_refused_and_forced_with_its_warning() {
+    let dir = TestDir::new("twin-fit-check");
+    // Two slots, a request every 60 ms: many wait for a place. Told 8
+    // slots, the profile has none wait: its TTFTs are too short.
+    offline_then_fit(&dir, PROFILE, &spaced(60, 60));
+    let fit = |extra: &[&str]| {
+        dir.cmd("trace-sim")
+            .args(["--fit", "a.ndjson", "--max-batch", "8", "-o", "p8.json"])
+            .args(extra)
+            .run()
+    };
+    let refused = fit(&[]);
+    refused
+        .code(2)
+        .stderr_has("the fitted run, predicted by the profile (real, twin, error):")
+        .stderr_has("trace-sim: error: ")
+        .stderr_has("the profile does not predict the run it was fitted to: TTFT p50 off by ")
+        .stderr_has("(more than 15 %); the profile is not written");
+    assert!(!dir.join("p8.json").exists());
+    let forced = fit(&["--force"]);
+    forced
+        .code(0)
+        .stderr_has("trace-sim: warning: the profile does not predict the run it was fitted to: ");
+    let p: serde_json::Value = serde_json::from_slice(&dir.read("p8.json")).unwrap();
+    let warnings = p["quality"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("the profile does not predict the run")),
+        "{warnings:?}"
+    );
+    let names: Vec<&str> = p["quality"]["fitted_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["TTFT p50", "TTFT p90", "ITL p50", "E2E p50", "E2E p90"]
+    );
+    // The profile forced is one its reader takes.
+    dir.write("t.jsonl", spaced(5, 150));
+    dir.cmd("trace-sim")
+        .args(["--offline", "--profile", "p8.json", "t.jsonl"])
+        .run()
+        .code(0);
+}
+
+#[test]
+fn the_seed_sets_the_offline_step_draws() {
+    let dir = TestDir::new("twin-seed");
+    dir.write(
+        "p.json",
+        std::fs::read(crate::util::data("twin/llama-server.profile.json")).unwrap(),
+    );
+    dir.write("t.jsonl", spaced(20, 50));
+    let run = |seed: &str| {
+        let r = dir
+            .cmd("trace-sim")
+            .args([
+                "--offline",
+                "--profile",
+                "p.json",
+                "--seed",
+                seed,
+                "t.jsonl",
+            ])
+            .run();
+        r.code(0);
+        r.stdout.clone()
+    };
+    assert_eq!(run("1"), run("1"));
+    assert_ne!(run("1"), run("2"));
+    assert_eq!(run("2"), run("2"));
 }
 
 #[test]
