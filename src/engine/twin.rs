@@ -84,13 +84,18 @@ impl Twin {
         zero: Instant,
         shard: Option<String>,
     ) -> Twin {
-        // At least twice the slots wait whenever requests are held back:
-        // a step admits at most `slots`, so a request held back could not
-        // have been admitted before those already waiting.
-        let hold = match profile.slots {
-            0 => usize::MAX,
-            n => n.saturating_mul(2).max(256),
+        // A step starts at most this many prefills (each takes a slot and
+        // at least a token of the budget); while twice as many are queued,
+        // a request held back could not have started before those ahead
+        // of it.
+        let chunk = usize::try_from(profile.prefill_chunk)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let starts = match profile.slots {
+            0 => chunk,
+            n => n.min(chunk),
         };
+        let hold = starts.saturating_mul(2).max(256);
         Twin {
             block_size: profile.block_size,
             batch: Batch::new(profile),
@@ -136,7 +141,7 @@ impl Twin {
     /// ones back (they arrive, later, at their due time): memory holds
     /// the model's queue, not every request an overloaded trace sends.
     pub(super) fn backed_up(&self) -> bool {
-        self.batch.waiting() >= self.hold
+        self.batch.queued() >= self.hold
     }
 
     /// A request reaches the server at `at` (its send time; when it was

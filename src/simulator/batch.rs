@@ -112,7 +112,14 @@ pub struct Batch {
     profile: Profile,
     cache: BlockCache,
     waiting: VecDeque<(f64, Job)>,
+    /// Admitted and under way (prefilling or decoding), in the order they
+    /// were admitted.
     running: Vec<Running>,
+    /// Admitted, their prefill not started yet (no budget reached them),
+    /// in the order they were admitted: after every one in `running`.
+    /// Kept apart so that a step costs what it serves, not every request
+    /// admitted (with no slot limit, an overloaded trace admits them all).
+    admitted: VecDeque<Running>,
     /// The step under way.
     step: Option<Step>,
     /// Each running request's share of the step's prefill budget, in
@@ -140,6 +147,7 @@ impl Batch {
             profile,
             waiting: VecDeque::new(),
             running: Vec::new(),
+            admitted: VecDeque::new(),
             step: None,
             shares: Vec::new(),
             free_at: f64::NEG_INFINITY,
@@ -161,12 +169,18 @@ impl Batch {
 
     /// Requests admitted and not done.
     pub fn running(&self) -> usize {
-        self.running.len()
+        self.running.len() + self.admitted.len()
     }
 
     /// Requests waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// Requests whose prefill has not started: waiting for a slot, or
+    /// admitted and waiting for the prefill budget.
+    pub fn queued(&self) -> usize {
+        self.waiting.len() + self.admitted.len()
     }
 
     /// The blocks held by the prefix cache.
@@ -208,7 +222,7 @@ impl Batch {
             return;
         };
         let slots = self.profile.slots;
-        while slots == 0 || self.running.len() < slots {
+        while slots == 0 || self.running.len() + self.admitted.len() < slots {
             match self.waiting.front() {
                 Some((at, _)) if *at <= start => {}
                 _ => break,
@@ -219,7 +233,7 @@ impl Batch {
                 .admit(&job.blocks, self.profile.block_size, job.prompt)
                 .max(job.known_cached)
                 .min(job.prompt);
-            self.running.push(Running {
+            self.admitted.push_back(Running {
                 key: job.key,
                 prompt: job.prompt,
                 output: job.output,
@@ -230,7 +244,7 @@ impl Batch {
                 generated: 0,
             });
         }
-        if self.running.is_empty() {
+        if self.running.is_empty() && self.admitted.is_empty() {
             return;
         }
         // The decoding requests' tokens take their places in the step's
@@ -265,6 +279,20 @@ impl Batch {
                 self.shares.push(0);
             }
         }
+        // Then the prompts not started, first come first served, while the
+        // budget lasts: each that gets a share is under way.
+        while budget > 0 {
+            let Some(r) = self.admitted.pop_front() else {
+                break;
+            };
+            let share = r.prefill_left.min(budget);
+            budget -= share;
+            step.prefilling += 1;
+            step.prefill_tokens += share;
+            step.prefill_attended += attended(r.prompt - r.prefill_left, share);
+            self.shares.push(share);
+            self.running.push(r);
+        }
         step.end = start + step.ms(&self.profile) * self.spread(step.prefilling > 0);
         self.step = Some(step);
     }
@@ -287,7 +315,7 @@ impl Batch {
     /// When the next step can start, if there is work: now for running
     /// requests, else at the first waiting request's arrival.
     fn start_time(&self) -> Option<f64> {
-        let first = if self.running.is_empty() {
+        let first = if self.running.is_empty() && self.admitted.is_empty() {
             self.waiting.front().map(|(at, _)| *at)?
         } else {
             f64::NEG_INFINITY
