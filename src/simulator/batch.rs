@@ -161,10 +161,14 @@ impl Batch {
     }
 
     /// A request arrives at `at` (after [`Batch::advance`] to `at`): it
-    /// joins the step that starts at `at` if none is under way, else waits
-    /// for the next.
+    /// reaches the scheduler η × its prompt tokens later (tokenized beside
+    /// the steps), then joins the step that starts then if none is under
+    /// way, else waits for the next. Requests wait in the order they
+    /// reached the scheduler.
     pub fn arrive(&mut self, at: f64, job: Job) {
-        self.waiting.push_back((at, job));
+        let ready = at + self.profile.eta_ms * job.prompt as f64;
+        let place = self.waiting.partition_point(|(t, _)| *t <= ready);
+        self.waiting.insert(place, (ready, job));
     }
 
     /// Requests admitted and not done.
@@ -434,6 +438,33 @@ mod tests {
         );
         assert_eq!(b.next_end(), None);
         assert_eq!(b.running(), 0);
+    }
+
+    #[test]
+    fn a_request_reaches_the_scheduler_eta_per_prompt_token_later() {
+        let p = Profile {
+            eta_ms: 0.01,
+            ..profile()
+        };
+        // 500 tokens: at the scheduler 5 ms after its arrival (105), its
+        // prefill step 15 ms (120), then 11 ms a token.
+        let mut b = Batch::new(p.clone());
+        b.arrive(100.0, job(0, 500, 3));
+        assert_eq!(b.next_end(), Some(120.0));
+        let at: Vec<f64> = run(&mut b, 1000.0).iter().map(|e| e.1).collect();
+        assert_eq!(at, vec![120.0, 131.0, 142.0]);
+        // A long prompt (ready at 9) and a short one sent after it (ready
+        // at 1 + 1 = 2): the short one is prefilled first, 2 to 2 + 10 +
+        // 1 = 13; the long one, ready during that step, joins the next:
+        // 10 + 9 (its 900 tokens) + 1 (the short one decoding) = 20 ms,
+        // 13 to 33, which gives each its last token.
+        let mut b = Batch::new(p);
+        b.arrive(0.0, job(0, 900, 1));
+        b.arrive(1.0, job(1, 100, 2));
+        assert_eq!(
+            run(&mut b, 1000.0),
+            vec![(1, 13.0, 1, false), (1, 33.0, 2, true), (0, 33.0, 1, true)]
+        );
     }
 
     #[test]

@@ -43,6 +43,12 @@ pub struct Profile {
     /// profiles written before it were.
     #[serde(default)]
     pub zeta_ms: f64,
+    /// η: ms per prompt token before a request reaches the scheduler
+    /// (tokenizing it, the API server's work), beside the steps: it delays
+    /// the request's own prefill, not the batch's other requests. Absent:
+    /// 0, as profiles written before it were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub eta_ms: f64,
     /// Requests running at most; the others wait. 0: no limit.
     pub slots: usize,
     /// Prompt tokens prefilled per step at most (chunked prefill).
@@ -152,6 +158,7 @@ impl Profile {
             delta_ms: 0.0,
             epsilon_ms: 0.0,
             zeta_ms: 0.0,
+            eta_ms: 0.0,
             slots: 0,
             prefill_chunk: 2048,
             cache_blocks: 10_000,
@@ -257,6 +264,7 @@ impl Profile {
             ("delta_ms", p.delta_ms),
             ("epsilon_ms", p.epsilon_ms),
             ("zeta_ms", p.zeta_ms),
+            ("eta_ms", p.eta_ms),
         ] {
             if !(0.0..=MAX_TERM_MS).contains(&v) {
                 return Err(bad(
@@ -321,6 +329,12 @@ fn key_before(text: &str, line: usize, column: usize) -> String {
     };
     let start = head[..colon].rfind('"').map_or(0, |i| i + 1);
     head[start..colon].to_string()
+}
+
+/// A term left out of a written profile when 0 (so profiles without it
+/// read the same).
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 #[cfg(test)]

@@ -48,13 +48,14 @@ const WARMUP_REQUESTS: usize = 3;
 const BATCH_TERM_UNCERTAINTY: f64 = 0.05;
 
 /// The terms, in the regression's column order.
-const TERMS: [&str; 6] = [
+const TERMS: [&str; 7] = [
     "alpha_ms",
     "beta_ms",
     "gamma_ms",
     "delta_ms",
     "epsilon_ms",
     "zeta_ms",
+    "eta_ms",
 ];
 
 /// One request as the results show it.
@@ -75,8 +76,10 @@ pub struct Seen {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     /// 1, prefill tokens, decoding requests, context tokens, requests
-    /// prefilling, tokens before each prefill token: the regression's row.
-    pub row: [f64; 6],
+    /// prefilling, tokens before each prefill token, and the prompt tokens
+    /// of a request that found the server idle (its time before the step,
+    /// η: 0 in every other sighting): the regression's row.
+    pub row: [f64; 7],
     pub ms: f64,
     /// Whether it gave the request its first token.
     pub first: bool,
@@ -220,7 +223,7 @@ pub fn observe(seen: &[Seen]) -> Vec<Observed> {
     let step = |t: f64| {
         let lo = times.partition_point(|x| *x < t - tol);
         let hi = times.partition_point(|x| *x <= t + tol);
-        let mut row = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let mut row = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         for &(_, r, j) in &all[lo..hi] {
             let s = &seen[r];
             if j == 0 {
@@ -239,7 +242,7 @@ pub fn observe(seen: &[Seen]) -> Vec<Observed> {
     let mut out = Vec::new();
     for s in seen {
         for (j, &t) in s.tokens.iter().enumerate() {
-            let (row, lo) = step(t);
+            let (mut row, lo) = step(t);
             let start = if j > 0 {
                 s.tokens[j - 1]
             } else {
@@ -250,6 +253,12 @@ pub fn observe(seen: &[Seen]) -> Vec<Observed> {
                 } else {
                     f64::NEG_INFINITY
                 };
+                // Sent to an idle server, its time is its way to the
+                // scheduler (η) and then the step; sent while steps ran,
+                // it made that way beside them, and its time is the step's.
+                if s.sent >= before {
+                    row[6] = s.prompt as f64;
+                }
                 before.max(s.sent)
             };
             let ms = t - start;
@@ -412,7 +421,7 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
         max_running = max_running.max(m);
         waited |= w;
     }
-    let mut terms = [true; 6];
+    let mut terms = [true; 7];
     if max_running <= 1 {
         terms[2] = false;
         let note = "gamma_ms: never more than one request in flight: the batch terms are \
@@ -457,6 +466,7 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
         delta_ms: c[3],
         epsilon_ms: c[4],
         zeta_ms: c[5],
+        eta_ms: c[6],
         fitted_from: None,
         quality: None,
         ..base.clone()
@@ -613,6 +623,11 @@ pub fn fit(runs: &[Vec<Seen>], base: &Profile, given: Given, scraped: &Scraped) 
         report,
         "  zeta_ms     {:>12.9}  per prefill token per token before it",
         profile.zeta_ms
+    );
+    let _ = writeln!(
+        report,
+        "  eta_ms      {:>12.6}  per prompt token on its way to the scheduler",
+        profile.eta_ms
     );
     let _ = writeln!(report, "  slots       {slots_note}");
     let _ = writeln!(report, "  cache       {cache_note}");
@@ -782,7 +797,7 @@ fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
         c += w;
     }
     let last = ratios.len() - 1;
-    (0..SPREAD_QUANTILES)
+    let mut q: Vec<f64> = (0..SPREAD_QUANTILES)
         .map(|k| {
             let q = k as f64 / (SPREAD_QUANTILES - 1) as f64;
             let i = match k {
@@ -790,18 +805,43 @@ fn spread(steps: &[Observed], p: &Profile, prefills: bool) -> Vec<f64> {
                 _ if k == SPREAD_QUANTILES - 1 => last,
                 _ => mids.partition_point(|m| *m < q).min(last),
             };
-            (ratios[i].0 * 10_000.0).round() / 10_000.0
+            ratios[i].0
         })
+        .collect();
+    // The twin draws between neighbouring quantiles, so the outer 1 %
+    // bands would reach out to the lone extremes (one stall 36 times the
+    // model made every hundredth step 19 times it on average, and the
+    // mean step 16 % long). Their ends are set so that each band's mean
+    // is the mean of the steps it stands for.
+    let band = 1.0 / (SPREAD_QUANTILES - 1) as f64;
+    let mean_of = |keep: &dyn Fn(f64) -> bool| {
+        let (sum, weight) = ratios
+            .iter()
+            .zip(&mids)
+            .filter(|(_, m)| keep(**m))
+            .fold((0.0, 0.0), |(s, t), ((r, w), _)| (s + r * w, t + w));
+        (weight > 0.0).then(|| sum / weight)
+    };
+    let n = SPREAD_QUANTILES;
+    if let Some(top) = mean_of(&|m| m > 1.0 - band) {
+        q[n - 1] = (2.0 * top - q[n - 2]).clamp(q[n - 2], q[n - 1]);
+    }
+    if let Some(bottom) = mean_of(&|m| m < band) {
+        q[0] = (2.0 * bottom - q[1]).clamp(q[0], q[1]);
+    }
+    q.iter()
+        .map(|r| (r * 10_000.0).round() / 10_000.0)
         .collect()
 }
 
-fn predict(p: &Profile, row: &[f64; 6]) -> f64 {
+fn predict(p: &Profile, row: &[f64; 7]) -> f64 {
     p.alpha_ms * row[0]
         + p.beta_ms * row[1]
         + p.gamma_ms * row[2]
         + p.delta_ms * row[3]
         + p.epsilon_ms * row[4]
         + p.zeta_ms * row[5]
+        + p.eta_ms * row[6]
 }
 
 fn round3(x: f64) -> f64 {
@@ -831,23 +871,59 @@ mod tests {
             seen(5.0, 300, &[26.0, 38.0]),
         ];
         let o = observe(&s);
-        let rows: Vec<([f64; 6], f64, bool)> = o.iter().map(|o| (o.row, o.ms, o.first)).collect();
+        let rows: Vec<([f64; 7], f64, bool)> = o.iter().map(|o| (o.row, o.ms, o.first)).collect();
         // A prompt of n tokens read whole: n(n − 1)/2 tokens before its
         // tokens, 19,900 for 200 and 44,850 for 300.
         assert_eq!(
             rows,
             vec![
-                // 0's prefill, alone: 0 → 12.
-                ([1.0, 200.0, 0.0, 0.0, 1.0, 19_900.0], 12.0, true),
+                // 0's prefill, sent to an idle server: its 200 tokens on
+                // their way to the scheduler (η), then the step: 0 → 12.
+                ([1.0, 200.0, 0.0, 0.0, 1.0, 19_900.0, 200.0], 12.0, true),
                 // 0 decodes (context 201) while 1 prefills 300: 12 → 26.
-                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0], 14.0, false),
+                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0, 0.0], 14.0, false),
                 // Both decode: contexts 202 and 301: 26 → 38.
-                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0], 12.0, false),
-                // 1's first token: the step began at 12, after its send.
-                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0], 14.0, true),
-                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0], 12.0, false),
+                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0, 0.0], 12.0, false),
+                // 1's first token: the step began at 12, after its send
+                // (its way to the scheduler made beside 0's prefill).
+                ([1.0, 300.0, 1.0, 201.0, 1.0, 44_850.0, 0.0], 14.0, true),
+                ([1.0, 0.0, 2.0, 503.0, 0.0, 0.0, 0.0], 12.0, false),
             ]
         );
+    }
+
+    #[test]
+    fn the_spread_s_outer_bands_keep_the_mean_of_their_steps() {
+        // 1,000 decode steps the model puts at 1 ms: one took 0 (a token
+        // got with the one before), one 41 ms (a stall), the rest 1 ms.
+        let p = Profile {
+            alpha_ms: 1.0,
+            gamma_ms: 0.0,
+            ..Profile::default()
+        };
+        let steps: Vec<Observed> = (0..1000)
+            .map(|i| Observed {
+                row: [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+                ms: match i {
+                    0 => 0.0,
+                    999 => 41.0,
+                    _ => 1.0,
+                },
+                first: false,
+                at: i as f64,
+            })
+            .collect();
+        let q = spread(&steps, &p, false);
+        assert_eq!(q.len(), SPREAD_QUANTILES);
+        // The top 1 % (ten steps) averages (9 + 41) / 10 = 5: its band
+        // runs from 1 to 9, not to 41. The bottom 1 % averages 0.9: from
+        // 0.8 to 1.
+        assert_eq!(q[100], 9.0);
+        assert_eq!(q[0], 0.8);
+        assert!(q[1..100].iter().all(|r| *r == 1.0), "{q:?}");
+        // So the draws' mean is the steps': 0.98 + 0.01 × 0.9 + 0.01 × 5.
+        let mean: f64 = (0..100).map(|i| (q[i] + q[i + 1]) / 2.0).sum::<f64>() / 100.0;
+        assert!((mean - 1.039).abs() < 1e-9, "{mean}");
     }
 
     #[test]

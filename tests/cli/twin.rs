@@ -159,6 +159,11 @@ fn offline_bad_input_names_the_line_and_field() {
 /// A trace of `n` requests: prompts of 50 to 1,000 tokens, answers of 4 to
 /// 60, arrivals 40 ms apart on average, from a fixed seed.
 fn trace(n: u32) -> String {
+    trace_spaced(n, 1)
+}
+
+/// [`trace`] with its gaps `k` times as long.
+fn trace_spaced(n: u32, k: u64) -> String {
     let mut x: u64 = 7;
     let mut next = |m: u64| {
         x = x
@@ -169,7 +174,7 @@ fn trace(n: u32) -> String {
     let mut t = 0.0;
     let mut out = String::new();
     for _ in 0..n {
-        t += next(80) as f64;
+        t += (next(80) * k) as f64;
         out.push_str(&format!(
             "{{\"timestamp\":{t},\"input_length\":{},\"output_length\":{}}}\n",
             50 + next(951),
@@ -199,9 +204,12 @@ fn offline_then_fit(dir: &TestDir, profile: &str, trace: &str) -> Run {
 fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
     let dir = TestDir::new("twin-fit");
     let known = r#"{"tracekit_profile": 1, "alpha_ms": 8.0, "beta_ms": 0.02,
-        "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "zeta_ms": 0.00002, "slots": 4,
+        "gamma_ms": 1.5, "delta_ms": 0.0005, "epsilon_ms": 3.0, "zeta_ms": 0.00002, "eta_ms": 0.004, "slots": 4,
         "prefill_chunk": 100000, "cache_blocks": 0, "block_size": 512}"#;
-    let fit = offline_then_fit(&dir, known, &trace(400));
+    // Gaps 5 times the usual: some requests find the server idle (their
+    // way to the scheduler, η, shows with their step), others come while
+    // steps run (only their step shows), and some wait for a slot.
+    let fit = offline_then_fit(&dir, known, &trace_spaced(300, 5));
     fit.code(0);
     let p: serde_json::Value = serde_json::from_slice(&dir.read("fitted.json")).unwrap();
     for (key, want) in [
@@ -211,6 +219,7 @@ fn a_fit_to_the_models_own_results_gives_its_parameters_back() {
         ("delta_ms", 0.0005),
         ("epsilon_ms", 3.0),
         ("zeta_ms", 0.00002),
+        ("eta_ms", 0.004),
     ] {
         let got = p[key].as_f64().unwrap();
         assert!(
