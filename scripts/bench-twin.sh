@@ -31,7 +31,9 @@
 # run-to-run differences) is under 10 %.
 #
 # Capacity: one trace (N requests at RATE_A, the mix of A) swept for real
-# (trace-sweep --url) and through the twin (trace-sweep --offline
+# (trace-sweep --url, a fresh server for every run: the sweep replays the
+# same prompts at each speed, which llama-server would serve from its
+# cache) and through the twin (trace-sweep --offline
 # --profile) with the same SLO (SLO, default ttft=300ms,tpot=20ms) and
 # attainment (ATTAINMENT, default 0.9): the highest speeds met, and their
 # difference (goal: within 10 %).
@@ -96,20 +98,37 @@ print(r["ttft"]["p50"], r["ttft"]["p90"], r["itl"]["p50"], r["e2e"]["p50"], r["e
 start_server() {
   eval "$(scripts/real-server.sh | grep -E '^(LLAMA_SERVER|TINY_GPT2)=')"
   PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  nice -n "$PRIO" taskset -c "$SERVER_CPU" "$LLAMA_SERVER" -m "$TINY_GPT2" --host 127.0.0.1 --port "$PORT" -a tiny -c 65536 -np 4 -t 1 \
-    -n 4096 --no-webui --metrics >"$WORK/server.log" 2>&1 &
-  SERVER_PID=$!
-  trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
-  for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
   URL="http://127.0.0.1:$PORT"
+  # A script that (re)starts the server on $PORT, so that a sweep can give
+  # each run a fresh one (--between): llama-server keeps earlier prompts
+  # cached, and a sweep replays the same prompts at every speed.
+  cat >"$WORK/restart-server.sh" <<EOF
+#!/usr/bin/env bash
+pid=\$(cat "$WORK/server.pid" 2>/dev/null)
+if [ -n "\$pid" ]; then
+  kill "\$pid" 2>/dev/null || true
+  while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
+fi
+nice -n "$PRIO" taskset -c "$SERVER_CPU" "$LLAMA_SERVER" -m "$TINY_GPT2" --host 127.0.0.1 --port "$PORT" \\
+  -a tiny -c 65536 -np 4 -t 1 -n 4096 --no-webui --metrics >>"$WORK/server.log" 2>&1 </dev/null &
+echo \$! >"$WORK/server.pid"
+for _ in \$(seq 100); do
+  curl -sf "$URL/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+EOF
+  chmod +x "$WORK/restart-server.sh"
+  : >"$WORK/server.pid"
+  : >"$WORK/server.log"
+  "$WORK/restart-server.sh"
+  trap 'kill "$(cat "$WORK/server.pid")" 2>/dev/null || true' EXIT
 }
 
 stop_server() {
-  kill "$SERVER_PID" 2>/dev/null || true
-  wait "$SERVER_PID" 2>/dev/null || true
+  local pid
+  pid=$(cat "$WORK/server.pid")
+  kill "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
   trap - EXIT
 }
 
@@ -224,15 +243,15 @@ PY
 capacity() {
   make_trace "$N" "$RATE_A" 128 1024 16 64 9 "$WORK/capacity.jsonl"
   [ -s "$WORK/profile.json" ] || { echo "no profile: run RUNS=\"real predict\" first" >&2; exit 2; }
-  local sweep=(--slo "$SLO" --attainment "$ATTAINMENT" --search "${SEARCH:-0.5..8}" --format json)
+  local sweep=(--slo "$SLO" --attainment "$ATTAINMENT" --search "${SEARCH:-2..64}" --format json)
   "$BIN/trace-sweep" --offline --profile "$WORK/profile.json" "${sweep[@]}" -o "$WORK/sweep-twin" \
     "$WORK/capacity.jsonl" >"$WORK/sweep-twin.json" || true
   start_server
   nice -n "$PRIO" "$BIN/trace-sweep" --url "$URL" "${sweep[@]}" -o "$WORK/sweep-real" \
     --replay-arg=--endpoint=completions --replay-arg=--ignore-eos --replay-arg=--tokenizer=r50k_base \
-    --cooldown 2s "$WORK/capacity.jsonl" >"$WORK/sweep-real.json" || true
+    --between "$WORK/restart-server.sh" "$WORK/capacity.jsonl" >"$WORK/sweep-real.json" || true
   stop_server
-  python3 - "$WORK/sweep-real.json" "$WORK/sweep-twin.json" "${SEARCH:-0.5..8}" <<'PY'
+  python3 - "$WORK/sweep-real.json" "$WORK/sweep-twin.json" "${SEARCH:-2..64}" <<'PY'
 import json, sys
 top = float(sys.argv[3].split("..")[1])
 def answer(path):
