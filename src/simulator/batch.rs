@@ -361,12 +361,12 @@ impl Batch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// α 10 ms, β 0.01 ms per prefill token, γ 1 ms per decoding request,
     /// no δ or ε; two slots, a prefill budget of 1000 tokens, no cache.
-    fn profile() -> Profile {
+    pub(crate) fn profile() -> Profile {
         Profile {
             alpha_ms: 10.0,
             beta_ms: 0.01,

@@ -205,32 +205,11 @@ fn round1(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn seen(sent: f64, prompt: u64, tokens: &[f64]) -> Seen {
-        Seen {
-            sent,
-            prompt,
-            cached: 0,
-            tokens: tokens.to_vec(),
-            e2e: tokens.last().unwrap() - sent,
-        }
-    }
-
-    /// α 10 ms, β 0.01 ms per prefill token, γ 1 ms per decoding request,
-    /// two slots, a budget of 1000 tokens, no spread.
-    fn profile() -> Profile {
-        Profile {
-            alpha_ms: 10.0,
-            beta_ms: 0.01,
-            gamma_ms: 1.0,
-            delta_ms: 0.0,
-            epsilon_ms: 0.0,
-            slots: 2,
-            prefill_chunk: 1000,
-            cache_blocks: 0,
-            ..Profile::default()
-        }
-    }
+    // The batch's example profile: α 10 ms, β 0.01 ms per prefill token,
+    // γ 1 ms per decoding request, two slots, a budget of 1000 tokens, no
+    // spread.
+    use crate::simulator::batch::tests::profile;
+    use crate::twin::fit::tests::seen;
 
     #[test]
     fn the_models_own_run_is_predicted_exactly() {

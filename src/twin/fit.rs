@@ -849,10 +849,12 @@ fn round3(x: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn seen(sent: f64, prompt: u64, tokens: &[f64]) -> Seen {
+    /// A request sent at `sent` with `prompt` tokens, none cached, whose
+    /// tokens came at `tokens`.
+    pub(crate) fn seen(sent: f64, prompt: u64, tokens: &[f64]) -> Seen {
         Seen {
             sent,
             prompt,
