@@ -543,3 +543,36 @@ fn a_server_gone_silent_is_a_timeout_after_idle_timeout_on_both_transports() {
         assert!(results[1]["ttft_ms"].is_f64(), "{}", results[1]);
     }
 }
+
+/// A stream of five events 400 ms apart, then its end: 2 s in all.
+fn trickle(_head: &str, _body: &str, mut conn: TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    let _ = conn.write_all(head.as_bytes());
+    for _ in 0..5 {
+        let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+        let _ = conn.write_all(event.as_bytes());
+        let _ = conn.flush();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+    }
+    let _ = conn.write_all(b"data: [DONE]\n\n");
+}
+
+#[test]
+fn a_slow_stream_whose_bytes_keep_coming_is_not_idle() {
+    // --idle-timeout 1s over a stream 2 s long whose gaps are 400 ms:
+    // the limit runs from the last byte, not from the request.
+    let server = Raw::start(Arc::new(trickle));
+    let run = run_stdin(
+        "trace-replay",
+        &["--quiet", "--url", &server.url, "--idle-timeout", "1s"],
+        cases_trace(&["trickle"]),
+    );
+    run.code(0);
+    let results = run.json_lines();
+    assert_eq!(results[0]["status"], "ok", "{}", results[0]);
+    assert!(
+        results[0]["e2e_ms"].as_f64().unwrap() >= 2000.0,
+        "{}",
+        results[0]
+    );
+}
