@@ -494,7 +494,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
             Ok(bytes) => {
                 let now = Instant::now();
                 idle.saw_byte(now);
-                let at = now.duration_since(sent).as_secs_f64() * 1000.0;
+                let at = super::dispatch::ms_between(sent, now);
                 let max = target.max_answer_bytes;
                 // A server that never ends a line or a body must not take
                 // the run's memory: the request fails, the run goes on.
