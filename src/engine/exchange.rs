@@ -75,8 +75,8 @@ pub struct Reading {
     pub measure: Measure,
     pub last_content_ms: Option<f64>,
     pub done: bool,
-    /// No byte came for `--idle-timeout`: the request ended there.
-    pub idle: bool,
+    /// `--timeout` or `--idle-timeout` ended the request.
+    ran_out: Option<Limit>,
     /// The answer's text and tool calls, for requests a later turn may
     /// continue.
     pub transcript: Option<Transcript>,
@@ -103,8 +103,19 @@ impl Reading {
             measure: Measure::default(),
             last_content_ms: None,
             done: false,
-            idle: false,
+            ran_out: None,
             transcript: None,
+        }
+    }
+
+    /// A limit ended the request: an idle one says for how long nothing
+    /// came, and when it gave up.
+    fn ran_out(&mut self, limit: Limit, sent: Instant) {
+        self.ran_out = Some(limit);
+        if let Limit::Idle(d) = limit {
+            self.measure.e2e_ms = Some(ms_since(sent));
+            let d = crate::duration::human(d.as_secs_f64() * 1000.0);
+            self.measure.error = Some(format!("no byte from the server for {d} (--idle-timeout)"));
         }
     }
 
@@ -396,21 +407,32 @@ async fn request<'a>(
     }
 }
 
-/// `--idle-timeout`'s watch over one answer: a single timer, set when a
-/// wait first has to wait and moved on only when it fires before the limit
-/// has passed since the last byte. (A timer for every chunk cost a timer
-/// registration per chunk: 24 % more instructions per streamed request.)
-struct Idle {
-    limit: Option<Duration>,
+/// `--timeout` and `--idle-timeout` watched by one timer per request, set
+/// when a wait first has to wait, due at whichever limit comes first, and
+/// moved on only when it fires before then. (A timer per chunk cost 24 %
+/// more instructions per streamed request; a timer per limit, 4 %.)
+struct Watch {
+    /// `--timeout`: when the request gives up, however bytes come.
+    deadline: Option<Instant>,
+    /// `--idle-timeout`, while it applies.
+    idle: Option<Duration>,
     /// When the last byte (or the request) came.
     last: Instant,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl Idle {
-    fn new(limit: Option<Duration>, sent: Instant) -> Idle {
-        Idle {
-            limit,
+/// Which limit ended a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    Timeout,
+    Idle(Duration),
+}
+
+impl Watch {
+    fn new(timeout: Option<Duration>, idle: Option<Duration>, sent: Instant) -> Watch {
+        Watch {
+            deadline: timeout.map(|d| sent + d),
+            idle,
             last: sent,
             timer: None,
         }
@@ -421,45 +443,44 @@ impl Idle {
         self.last = at;
     }
 
-    /// `wait`, unless no byte comes for the limit first (`None`: then the
-    /// request is marked idle, its error saying for how long nothing came).
-    async fn within<T>(
-        &mut self,
-        m: &mut Reading,
-        sent: Instant,
-        wait: impl Future<Output = T>,
-    ) -> Option<T> {
+    /// When the first limit runs out, and which it is (`--timeout` where
+    /// both fall together).
+    fn due(&self) -> Option<(Instant, Limit)> {
+        let idle = self.idle.map(|d| (self.last + d, Limit::Idle(d)));
+        match (self.deadline.map(|t| (t, Limit::Timeout)), idle) {
+            (Some(t), Some(i)) => Some(if i.0 < t.0 { i } else { t }),
+            (t, i) => t.or(i),
+        }
+    }
+
+    /// `wait`, unless a limit runs out first (`Err`: which one).
+    async fn within<T>(&mut self, wait: impl Future<Output = T>) -> Result<T, Limit> {
         let mut wait = std::pin::pin!(wait);
-        let Some(limit) = self.limit else {
-            return Some(wait.await);
+        let Some((first, _)) = self.due() else {
+            return Ok(wait.await);
         };
         // The wait is polled first: most reads are ready at once (the
         // bytes are in the socket's buffer) and need no timer.
-        let timer = &mut self.timer;
-        let last = self.last;
-        let came = poll_fn(|cx| {
+        poll_fn(|cx| {
             if let Poll::Ready(v) = wait.as_mut().poll(cx) {
-                return Poll::Ready(Some(v));
+                return Poll::Ready(Ok(v));
             }
-            let timer = timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until((last + limit).into())));
+            let due = self.due();
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(first.into())));
             while timer.as_mut().poll(cx).is_ready() {
-                let due = last + limit;
-                if Instant::now() >= due {
-                    return Poll::Ready(None);
+                let Some((at, limit)) = due else {
+                    break;
+                };
+                if Instant::now() >= at {
+                    return Poll::Ready(Err(limit));
                 }
-                timer.as_mut().reset(due.into());
+                timer.as_mut().reset(at.into());
             }
             Poll::Pending
         })
-        .await;
-        if came.is_none() {
-            m.idle = true;
-            m.measure.e2e_ms = Some(ms_since(sent));
-            let d = crate::duration::human(limit.as_secs_f64() * 1000.0);
-            m.measure.error = Some(format!("no byte from the server for {d} (--idle-timeout)"));
-        }
-        came
+        .await
     }
 }
 
@@ -467,12 +488,14 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
     super::internal::fail_point(super::internal::Stage::Exchange, req.index);
     // A whole answer's head comes only once it is generated: its wait is
     // --timeout's alone.
-    let mut idle = Idle::new(target.idle_timeout.filter(|_| req.stream), sent);
-    let Some(answer) = idle.within(m, sent, request(target, req)).await else {
-        return;
+    let idle = target.idle_timeout;
+    let mut watch = Watch::new(target.timeout, idle.filter(|_| req.stream), sent);
+    let answer = match watch.within(request(target, req)).await {
+        Ok(answer) => answer,
+        Err(limit) => return m.ran_out(limit, sent),
     };
-    idle.limit = target.idle_timeout;
-    idle.saw_byte(Instant::now());
+    watch.idle = idle;
+    watch.saw_byte(Instant::now());
     let (status, sse, mut body) = match answer {
         Ok(answer) => answer,
         Err(e) => {
@@ -484,8 +507,9 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
     let mut parser = SseParser::default();
     let mut whole = Vec::new();
     loop {
-        let Some(next) = idle.within(m, sent, body.next(target)).await else {
-            return;
+        let next = match watch.within(body.next(target)).await {
+            Ok(next) => next,
+            Err(limit) => return m.ran_out(limit, sent),
         };
         let Some(chunk) = next else {
             break;
@@ -493,7 +517,7 @@ async fn exchange(target: &Target, req: &Prepared, sent: Instant, m: &mut Readin
         match chunk {
             Ok(bytes) => {
                 let now = Instant::now();
-                idle.saw_byte(now);
+                watch.saw_byte(now);
                 let at = super::dispatch::ms_between(sent, now);
                 let max = target.max_answer_bytes;
                 // A server that never ends a line or a body must not take
@@ -659,29 +683,13 @@ pub async fn send(
         transcript: req.keep.then(|| Transcript::new(target.endpoint)),
         ..Reading::new(target.endpoint)
     };
-    let ending = {
-        let exchange = exchange(target, req, sent, &mut m);
-        let limited = async {
-            match target.timeout {
-                Some(d) => match tokio::time::timeout(d, exchange).await {
-                    Ok(()) => Ending::Finished,
-                    Err(_) => Ending::TimedOut,
-                },
-                None => {
-                    exchange.await;
-                    Ending::Finished
-                }
-            }
-        };
-        tokio::select! {
-            ending = limited => ending,
-            () = cancel => Ending::Cancelled,
-        }
-    };
-    let ending = if ending == Ending::Finished && m.idle {
-        Ending::Idle
-    } else {
-        ending
+    let ending = tokio::select! {
+        () = exchange(target, req, sent, &mut m) => match m.ran_out {
+            None => Ending::Finished,
+            Some(Limit::Timeout) => Ending::TimedOut,
+            Some(Limit::Idle(_)) => Ending::Idle,
+        },
+        () = cancel => Ending::Cancelled,
     };
     let transcript = m.transcript.take().filter(|_| ending == Ending::Finished);
     result.measure = m.measure;
@@ -876,6 +884,26 @@ data: [DONE]\n\n";
             b"data: {\"choices\":[]}\n\ndata: [DONE]\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n",
         );
         assert!(m.done && m.measure.error.is_none());
+    }
+
+    #[test]
+    fn one_timer_is_due_at_whichever_limit_comes_first() {
+        let sent = Instant::now();
+        let s = Duration::from_secs;
+        let mut w = Watch::new(Some(s(600)), Some(s(120)), sent);
+        assert_eq!(w.due(), Some((sent + s(120), Limit::Idle(s(120)))));
+        // Bytes keep coming: idleness moves on, the timeout does not.
+        w.saw_byte(sent + s(500));
+        assert_eq!(w.due(), Some((sent + s(600), Limit::Timeout)));
+        // Both at once: --timeout's.
+        w.saw_byte(sent + s(480));
+        assert_eq!(w.due(), Some((sent + s(600), Limit::Timeout)));
+        w.idle = None;
+        w.saw_byte(sent);
+        assert_eq!(w.due(), Some((sent + s(600), Limit::Timeout)));
+        let w = Watch::new(None, Some(s(2)), sent);
+        assert_eq!(w.due(), Some((sent + s(2), Limit::Idle(s(2)))));
+        assert_eq!(Watch::new(None, None, sent).due(), None);
     }
 
     #[test]

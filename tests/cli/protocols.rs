@@ -576,3 +576,30 @@ fn a_slow_stream_whose_bytes_keep_coming_is_not_idle() {
         results[0]
     );
 }
+
+#[test]
+fn bytes_that_keep_coming_do_not_hold_off_the_timeout() {
+    // The same 2 s stream under --timeout 1s: one timer watches both
+    // limits, and the idle one moving on must not move --timeout's.
+    let server = Raw::start(Arc::new(trickle));
+    let run = run_stdin(
+        "trace-replay",
+        &[
+            "--quiet",
+            "--url",
+            &server.url,
+            "--timeout",
+            "1s",
+            "--idle-timeout",
+            "1.5s",
+        ],
+        cases_trace(&["trickle"]),
+    );
+    let results = run.json_lines();
+    assert_eq!(results[0]["status"], "timeout", "{}", results[0]);
+    assert_eq!(
+        results[0]["error"], "no complete answer within --timeout",
+        "{}",
+        results[0]
+    );
+}
