@@ -108,6 +108,11 @@ pub struct Args {
     #[command(flatten)]
     pub twin: crate::simulator::ProfileFlag,
 
+    /// With --offline: seed of the draws of the profile's step spread (as
+    /// trace-sim --seed): the same seed, the same runs and answer.
+    #[arg(long, value_name = "S", default_value_t = crate::simulator::batch::DEFAULT_SEED, requires = "offline")]
+    pub seed: u64,
+
     /// Model to name in every request (as trace-replay --model).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,

@@ -39,5 +39,7 @@ pub(super) fn profile(args: &Args) -> Result<Option<Profile>> {
             "{flag} does not apply with --offline: {why}"
         )));
     }
-    Profile::read(&path.to_string_lossy()).map(Some)
+    let mut profile = Profile::read(&path.to_string_lossy())?;
+    profile.seed = args.seed;
+    Ok(Some(profile))
 }

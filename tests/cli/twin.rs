@@ -495,6 +495,42 @@ fn the_seed_sets_the_offline_step_draws() {
 }
 
 #[test]
+fn the_seed_sets_an_offline_sweeps_step_draws() {
+    let dir = TestDir::new("twin-sweep-seed");
+    dir.write(
+        "p.json",
+        std::fs::read(crate::util::data("twin/llama-server.profile.json")).unwrap(),
+    );
+    dir.write("t.jsonl", spaced(20, 50));
+    let run = |seed: &str, out: &str| {
+        dir.cmd("trace-sweep")
+            .args(["--offline", "--profile", "p.json", "--slo", "ttft=1s"])
+            .args(["--speeds", "1", "--seed", seed, "-o", out, "t.jsonl"])
+            .run()
+            .code(0);
+        let text = std::fs::read_to_string(dir.path.join(out).join("speed-1.ndjson")).unwrap();
+        text.lines()
+            .map(|l| {
+                let mut l: serde_json::Value = serde_json::from_str(l).unwrap();
+                l.as_object_mut().unwrap().remove("start_time");
+                l
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run("1", "a"), run("1", "b"));
+    assert_ne!(run("1", "c"), run("2", "d"));
+    // It sets the twin's draws: without --offline there are none to set.
+    let refused = dir
+        .cmd("trace-sweep")
+        .args([
+            "--sim", "--seed", "2", "--slo", "ttft=1s", "-o", "e", "t.jsonl",
+        ])
+        .run();
+    refused.code(2);
+    assert!(refused.stderr.contains("--offline"), "{}", refused.stderr);
+}
+
+#[test]
 fn replay_serves_a_profile_in_process() {
     let records = [
         json!({"timestamp": 0, "input_length": 20, "output_length": 3}),
