@@ -74,6 +74,9 @@ pub struct Store {
     by_key: HashMap<u64, usize>,
     /// (session, agent) → the key of the call that spawned the agent.
     spawns: HashMap<(String, String), String>,
+    /// A subagent's own session id → its parent's (Codex keeps each
+    /// spawned thread as a session of its own that names its parent).
+    parents: HashMap<String, String>,
     since_ns: Option<i64>,
     until_ns: Option<i64>,
     /// Lines that could not be read (cut short, another version's shape).
@@ -117,6 +120,27 @@ impl Store {
         self.spawns
             .entry((session.to_string(), agent.to_string()))
             .or_insert_with(|| key.to_string());
+    }
+
+    /// The calls of session `child` are a subagent's of session `parent`.
+    pub fn child_of(&mut self, child: &str, parent: &str) {
+        if child != parent {
+            self.parents.insert(child.to_string(), parent.to_string());
+        }
+    }
+
+    /// The session a session's calls belong to: its parents' followed to
+    /// the one that has none (`None`: it has none itself).
+    fn root(&self, session: &str) -> Option<String> {
+        let mut at = self.parents.get(session)?;
+        // A log naming a circle of parents must not loop.
+        for _ in 0..self.parents.len() {
+            match self.parents.get(at) {
+                Some(up) if up != session => at = up,
+                _ => break,
+            }
+        }
+        Some(at.clone())
     }
 
     /// The calls read so far (tests).
@@ -255,10 +279,20 @@ pub fn not_a_session(ctx: &mut Ctx, source: &str, what: &str) {
 
 /// The last step of the three sources: every session's calls into records.
 pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
-    let store = std::mem::take(&mut ctx.agents);
+    let mut store = std::mem::take(&mut ctx.agents);
+    // A subagent kept as a session of its own joins its root's, as one of
+    // its agents named by its own id.
+    let roots: Vec<Option<String>> = store.calls.iter().map(|c| store.root(&c.session)).collect();
+    for (c, root) in store.calls.iter_mut().zip(roots) {
+        if let Some(root) = root {
+            let own = std::mem::replace(&mut c.session, root);
+            c.agent.get_or_insert(own);
+        }
+    }
     let Store {
         calls,
         spawns,
+        parents: _,
         since_ns,
         until_ns,
         damaged,
@@ -680,6 +714,21 @@ mod tests {
         store.add(copy);
         assert_eq!(store.calls.len(), 1);
         assert_eq!((store.calls[0].input, store.calls[0].copy), (701, false));
+    }
+
+    #[test]
+    fn a_threads_root_is_its_parents_followed_to_the_top() {
+        let mut store = Store::default();
+        store.child_of("c", "b");
+        store.child_of("b", "a");
+        store.child_of("a", "a");
+        assert_eq!(store.root("c").as_deref(), Some("a"));
+        assert_eq!(store.root("b").as_deref(), Some("a"));
+        assert_eq!(store.root("a"), None);
+        // A circle ends rather than loops.
+        store.child_of("x", "y");
+        store.child_of("y", "x");
+        assert!(store.root("x").is_some());
     }
 
     #[test]

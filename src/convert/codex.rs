@@ -23,6 +23,19 @@
 //! output or user message it answers) and ends at its `token_count`. A
 //! `compacted` line starts the context anew.
 //!
+//! Subagents: a thread Codex spawns is a rollout of its own whose
+//! `session_meta` names its parent (`source.subagent.thread_spawn.
+//! parent_thread_id`, codex-rs `SessionSource::SubAgent`); newer releases
+//! also give the root session as `session_id` beside the thread's `id`.
+//! Its calls are the root session's, as the agent named by the thread's
+//! id (see [`agents`]). A thread forked from its parent begins with a copy
+//! of the parent's rollout (its `session_meta`, its events, token counts
+//! included, written at the fork): those lines, from a second
+//! `session_meta` of another id until the child's own first turn starts
+//! (a `task_started` while the copied turn that spawned it is still
+//! open), are the parent's calls, read in the parent's own rollout, and
+//! are left out here.
+//!
 //! --keep-messages: each call's new input items, in OpenAI's chat form
 //! (`message_mode` `"delta"`): user messages as `user`, developer
 //! messages as `system`, tool outputs as `tool` messages under their
@@ -71,7 +84,11 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
         ..Rollout::default()
     };
     agents::each_object(reader, &source, ctx, |ctx, loc, line| {
-        match r.line(&line, &loc, keep) {
+        let said = r.line(&line, &loc, keep);
+        if let Some((child, parent)) = r.parent.take() {
+            ctx.agents.child_of(&child, &parent);
+        }
+        match said {
             Ok(Some(call)) => ctx.agents.add(call),
             Ok(None) => {}
             Err((field, msg)) => ctx.agents.damaged(&loc, format!("field `{field}`: {msg}")),
@@ -82,6 +99,15 @@ pub fn read(reader: Box<dyn BufRead + Send>, source: Arc<str>, ctx: &mut Ctx) ->
 #[derive(Default)]
 struct Rollout {
     session: String,
+    /// The thread's own id, once its first `session_meta` gave it.
+    own: Option<String>,
+    /// A subagent's thread of a session whose root the log names.
+    agent: Option<String>,
+    /// (thread, parent thread) to tell the store, once.
+    parent: Option<(String, String)>,
+    /// Inside the parent's lines a forked thread begins with: the turns
+    /// they opened and have not closed.
+    inherited: Option<u32>,
     model: Option<String>,
     epoch: u32,
     /// When the last line that was not part of an answer was written.
@@ -97,6 +123,41 @@ fn err(field: &str, msg: impl Into<String>) -> LineError {
 }
 
 impl Rollout {
+    /// The thread's own `session_meta` (the first), or the parent's that a
+    /// fork's copy of its lines begins with.
+    fn session_meta(&mut self, payload: &Value, t: i64) {
+        let Some(id) = payload.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        match &self.own {
+            None => {
+                self.own = Some(id.to_string());
+                self.session = id.to_string();
+                let root = payload
+                    .get("session_id")
+                    .and_then(Value::as_str)
+                    .filter(|r| !r.is_empty() && *r != id);
+                let spawn = payload
+                    .get("source")
+                    .and_then(|s| s.get("subagent").or_else(|| s.get("sub_agent")))
+                    .and_then(|s| s.get("thread_spawn"));
+                let parent = spawn
+                    .and_then(|s| s.get("parent_thread_id"))
+                    .or_else(|| payload.get("parent_thread_id"))
+                    .and_then(Value::as_str);
+                if let Some(root) = root {
+                    self.session = root.to_string();
+                    self.agent = Some(id.to_string());
+                } else if let Some(parent) = parent {
+                    self.parent = Some((id.to_string(), parent.to_string()));
+                }
+                self.last_ns = Some(t);
+            }
+            Some(own) if own != id => self.inherited = Some(0),
+            Some(_) => {}
+        }
+    }
+
     fn line(
         &mut self,
         line: &Value,
@@ -107,13 +168,23 @@ impl Rollout {
         let payload = line.get("payload").unwrap_or(&Value::Null);
         let t = agents::timestamp(line.get("timestamp")).map_err(|m| err("timestamp", m))?;
         let ptype = payload.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "session_meta" => {
-                if let Some(id) = payload.get("id").and_then(Value::as_str) {
-                    self.session = id.to_string();
+        if let Some(open) = self.inherited.as_mut() {
+            match (kind, ptype) {
+                ("event_msg", "task_started" | "turn_started") if *open > 0 => {
+                    self.inherited = None;
                 }
-                self.last_ns = Some(t);
+                ("event_msg", "task_started" | "turn_started") => *open += 1,
+                ("event_msg", "task_complete" | "turn_complete" | "turn_aborted") => {
+                    *open = open.saturating_sub(1);
+                }
+                _ => {}
             }
+            if self.inherited.is_some() {
+                return Ok(None);
+            }
+        }
+        match kind {
+            "session_meta" => self.session_meta(payload, t),
             "turn_context" => {
                 if let Some(m) = payload.get("model").and_then(Value::as_str) {
                     self.model = Some(m.to_string());
@@ -210,7 +281,7 @@ impl Rollout {
         Ok(Some(Call {
             loc: loc.clone(),
             session: self.session.clone(),
-            agent: None,
+            agent: self.agent.clone(),
             epoch: self.epoch,
             start_ns: start,
             end_ns: t,

@@ -501,3 +501,151 @@ fn keep_messages_gives_a_claude_code_subagent_its_own_conversation() {
         "toolu_bdrk_019PUUtqzQg8U5ogfuyQ7yLV"
     );
 }
+
+/// One rollout line: `{timestamp, type, payload}` at 10:00:SS.mmm.
+fn rollout_line(at: &str, kind: &str, payload: &str) -> String {
+    format!(r#"{{"timestamp":"2026-08-18T10:00:{at}Z","type":"{kind}","payload":{payload}}}"#)
+}
+
+/// A `token_count` event: the running totals and the call's own usage
+/// (input, cached, output).
+fn token_count(at: &str, total: (u64, u64, u64), last: (u64, u64, u64)) -> String {
+    let usage = |(i, c, o): (u64, u64, u64)| {
+        format!(
+            r#"{{"input_tokens":{i},"cached_input_tokens":{c},"output_tokens":{o},"total_tokens":{}}}"#,
+            i + o
+        )
+    };
+    rollout_line(
+        at,
+        "event_msg",
+        &format!(
+            r#"{{"type":"token_count","info":{{"total_token_usage":{},"last_token_usage":{}}}}}"#,
+            usage(total),
+            usage(last)
+        ),
+    )
+}
+
+#[test]
+fn a_codex_subagent_is_an_agent_of_its_parents_session() {
+    // Constructed in the shape codex-rs writes (SessionSource::SubAgent
+    // ThreadSpawn; a fork's copy of the parent's rollout after the child's
+    // session_meta). Parent: calls from 00.300 to 02.000 and from 02.100
+    // to 09.000. Child, forked at 02.050: its copy of the parent's first
+    // call (the token_count at 02.050) is the parent's and left out; its
+    // own turn starts at 02.060 (a task_started while the copied turn t1
+    // is open), its calls run 02.070-05.000 and 05.000-06.000. The child
+    // fans out from the parent's call that ended last before 02.070 (the
+    // one ending 02.000: delay 70 ms). Timestamps from 00.300.
+    let dir = TestDir::new("codex-subagent");
+    let user = r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}"#;
+    let parent = [
+        rollout_line(
+            "00.000",
+            "session_meta",
+            r#"{"id":"parent-1","source":"cli"}"#,
+        ),
+        rollout_line("00.100", "turn_context", r#"{"model":"gpt-5-codex"}"#),
+        rollout_line(
+            "00.200",
+            "event_msg",
+            r#"{"type":"task_started","turn_id":"t1"}"#,
+        ),
+        rollout_line("00.300", "response_item", user),
+        token_count("02.000", (1000, 0, 50), (1000, 0, 50)),
+        rollout_line(
+            "02.001",
+            "response_item",
+            r#"{"type":"function_call","name":"spawn_agent","arguments":"{}","call_id":"c1"}"#,
+        ),
+        rollout_line(
+            "02.100",
+            "response_item",
+            r#"{"type":"function_call_output","call_id":"c1","output":"child-1"}"#,
+        ),
+        token_count("09.000", (2100, 1000, 80), (1100, 1000, 30)),
+        rollout_line(
+            "09.001",
+            "event_msg",
+            r#"{"type":"task_complete","turn_id":"t1"}"#,
+        ),
+    ];
+    let child = [
+        rollout_line(
+            "02.050",
+            "session_meta",
+            r#"{"id":"child-1","forked_from_id":"parent-1","source":{"subagent":{"thread_spawn":{"parent_thread_id":"parent-1","depth":1}}}}"#,
+        ),
+        rollout_line(
+            "02.050",
+            "session_meta",
+            r#"{"id":"parent-1","source":"cli"}"#,
+        ),
+        rollout_line(
+            "02.050",
+            "event_msg",
+            r#"{"type":"task_started","turn_id":"t1"}"#,
+        ),
+        rollout_line("02.050", "response_item", user),
+        token_count("02.050", (1000, 0, 50), (1000, 0, 50)),
+        rollout_line(
+            "02.060",
+            "event_msg",
+            r#"{"type":"task_started","turn_id":"c1"}"#,
+        ),
+        rollout_line("02.061", "turn_context", r#"{"model":"gpt-5-codex-mini"}"#),
+        rollout_line("02.070", "response_item", user),
+        token_count("05.000", (2300, 1000, 70), (1300, 1000, 20)),
+        token_count("06.000", (3700, 2200, 90), (1400, 1200, 20)),
+        rollout_line(
+            "06.001",
+            "event_msg",
+            r#"{"type":"task_complete","turn_id":"c1"}"#,
+        ),
+    ];
+    let day = "sessions/2026/08/18";
+    std::fs::create_dir_all(dir.path.join(day)).unwrap();
+    dir.write(
+        &format!("{day}/rollout-2026-08-18T10-00-00-parent-1.jsonl"),
+        parent.join("\n") + "\n",
+    );
+    dir.write(
+        &format!("{day}/rollout-2026-08-18T10-00-02-child-1.jsonl"),
+        child.join("\n") + "\n",
+    );
+    let run = convert(&[dir.path.join("sessions").to_str().unwrap()]);
+    valid(&run);
+    let out = run.json_lines();
+    let s = "parent-1";
+    let (p0, p1) = ("parent-1:0", "parent-1:1");
+    let (c0, c1) = ("parent-1/child-1:0", "parent-1/child-1:1");
+    check(
+        &out,
+        s,
+        &[
+            (p0, 0.0, 1000, 50, 0, &[], None),
+            (p1, 1800.0, 1100, 30, 1000, &[p0], Some(100.0)),
+            (c0, 1770.0, 1300, 20, 1000, &[p0], Some(70.0)),
+            (c1, 4700.0, 1400, 20, 1200, &[c0], Some(0.0)),
+        ],
+    );
+    assert_eq!(by_id(&out, c0)["model"], "gpt-5-codex-mini");
+
+    // Newer releases name the root session beside the thread's id.
+    let child = [
+        rollout_line(
+            "02.050",
+            "session_meta",
+            r#"{"id":"child-2","session_id":"parent-1","source":{"subagent":{"thread_spawn":{"parent_thread_id":"parent-1","depth":1}}}}"#,
+        ),
+        rollout_line("02.070", "response_item", user),
+        token_count("05.000", (1300, 1000, 20), (1300, 1000, 20)),
+    ];
+    dir.write("child-2.jsonl", child.join("\n") + "\n");
+    let run = convert(&[dir.path.join("child-2.jsonl").to_str().unwrap()]);
+    let out = run.json_lines();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["session_id"], "parent-1");
+    assert_eq!(out[0]["id"], "parent-1/child-2:0");
+}
