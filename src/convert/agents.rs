@@ -328,6 +328,8 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
         counts.outside += (total - kept.len()) as u64;
         let kept_ids: std::collections::HashSet<String> =
             kept.iter().filter_map(|r| r.id.clone()).collect();
+        // Each kept call's (input, output), for the growth of the next.
+        let mut sizes: HashMap<String, (u64, u64)> = HashMap::new();
         for mut req in kept {
             // A call whose dependencies were cut away by --since / --until
             // is placed by its timestamp.
@@ -336,17 +338,31 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
             if req.after.is_empty() && before > 0 {
                 req.delay_ms = None;
             }
-            if req.prompt.is_some() && !req.delta {
+            if req.prompt.is_some() {
                 if padding.is_none() {
                     padding = Some(Padding::new(ctx.tokenizer_name())?);
                 }
-                padding.as_mut().expect("made above").pad(&mut req)?;
+                let padding = padding.as_mut().expect("made above");
+                if !req.delta {
+                    padding.pad(&mut req)?;
+                } else if let Some(&(input, output)) = req.after.first().and_then(|a| sizes.get(a))
+                {
+                    // The call before in its agent comes first in `after`.
+                    let grown = req.input_length.unwrap_or(0).saturating_sub(input + output);
+                    padding.pad_delta(&mut req, grown)?;
+                }
+            }
+            if let Some(id) = &req.id {
+                sizes.insert(
+                    id.clone(),
+                    (req.input_length.unwrap_or(0), req.output_length),
+                );
             }
             ctx.push(req)?;
         }
     }
     counts.report(damaged, no_tokens);
-    if let Some(p) = padding.filter(|p| p.padded > 0) {
+    if let Some(p) = padding.as_ref().filter(|p| p.padded > 0) {
         cli::note(format!(
             "the system prompt and tool definitions are not in these logs: a made-up system \
              message begins the first prompt of {} conversation{} ({} tokens in all), bringing \
@@ -354,6 +370,17 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
             p.padded,
             plural(p.padded),
             p.tokens
+        ));
+    }
+    if let Some(p) = padding.as_ref().filter(|p| p.grown > 0) {
+        cli::note(format!(
+            "{} later call{} of these conversations grew by more than their new messages hold \
+             under --tokenizer (what the log leaves out: thinking, tool definitions sent again, \
+             another tokenizer's counts): made-up words end their new messages ({} tokens in \
+             all), bringing each prompt to its recorded size",
+            p.grown,
+            plural(p.grown),
+            p.grown_tokens
         ));
     }
     Ok(())
@@ -370,6 +397,50 @@ struct Padding {
     synth: crate::prompts::Synthesizer,
     padded: u64,
     tokens: u64,
+    /// Later calls whose new messages were made up to their growth.
+    grown: u64,
+    grown_tokens: u64,
+}
+
+/// The text of chat messages, as the padding counts it: the words a
+/// tokenizer sees, not their JSON (escapes would count as tokens).
+fn messages_text(list: &[Value]) -> String {
+    let mut text = String::new();
+    for m in list {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        if let Some(c) = m.get("content") {
+            content_text(c, &mut text);
+        }
+    }
+    text
+}
+
+/// A message content's text: a string, or the text, results and tool
+/// inputs of its parts (Anthropic's blocks, OpenAI's parts).
+fn content_text(c: &Value, out: &mut String) {
+    match c {
+        Value::String(s) => out.push_str(s),
+        Value::Array(parts) => {
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                content_text(p, out);
+            }
+        }
+        Value::Object(o) => {
+            if let Some(t) = o.get("text").and_then(Value::as_str) {
+                out.push_str(t);
+            } else if let Some(inner) = o.get("content") {
+                content_text(inner, out);
+            } else if let Some(input) = o.get("input") {
+                out.push_str(&input.to_string());
+            }
+        }
+        _ => {}
+    }
 }
 
 impl Padding {
@@ -386,6 +457,8 @@ impl Padding {
             synth,
             padded: 0,
             tokens: 0,
+            grown: 0,
+            grown_tokens: 0,
         })
     }
 
@@ -393,15 +466,7 @@ impl Padding {
         let Some(Value::Array(list)) = req.prompt.as_mut().and_then(|p| p.messages.as_mut()) else {
             return Ok(());
         };
-        let text: Vec<String> = list
-            .iter()
-            .map(|m| match m.get("content") {
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => v.to_string(),
-                None => String::new(),
-            })
-            .collect();
-        let have = self.tokenizer.count(&text.join("\n"))? as u64;
+        let have = self.tokenizer.count(&messages_text(list))? as u64;
         let want = req.input_length.unwrap_or(0);
         if want > have {
             let missing = want - have;
@@ -412,6 +477,57 @@ impl Padding {
             self.tokens += missing;
         }
         Ok(())
+    }
+
+    /// A later call's new messages (delta form) made up to `grown`, the
+    /// tokens its prompt grew by beyond the call before's prompt and
+    /// answer: made-up words end its last message.
+    fn pad_delta(&mut self, req: &mut Request, grown: u64) -> Result<()> {
+        let Some(Value::Array(list)) = req.prompt.as_mut().and_then(|p| p.messages.as_mut()) else {
+            return Ok(());
+        };
+        let have = self.tokenizer.count(&messages_text(list))? as u64;
+        let Some(last) = list.last_mut().filter(|_| grown > have) else {
+            return Ok(());
+        };
+        let missing = grown - have;
+        let key = crate::hash::stable_hash(0xa8, req.id.as_deref().unwrap_or("").as_bytes());
+        let words = self.synth.prompt_text(missing, None, key);
+        append_words(last, words);
+        self.grown += 1;
+        self.grown_tokens += missing;
+        Ok(())
+    }
+}
+
+/// Made-up words at the end of a message: of its text, or of its last
+/// part's (a tool result's own content, so that the message keeps its
+/// shape in every API's form).
+fn append_words(message: &mut Value, words: String) {
+    fn onto(text: &mut String, words: &str) {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(words);
+    }
+    let Some(content) = message.get_mut("content") else {
+        message["content"] = Value::String(words);
+        return;
+    };
+    match content {
+        Value::String(s) => onto(s, &words),
+        Value::Array(parts) => match parts.last_mut() {
+            Some(Value::Object(part)) if part.get("text").is_some_and(Value::is_string) => {
+                if let Some(Value::String(t)) = part.get_mut("text") {
+                    onto(t, &words);
+                }
+            }
+            Some(part @ Value::Object(_)) if part.get("content").is_some() => {
+                append_words(part, words);
+            }
+            _ => parts.push(serde_json::json!({"type": "text", "text": words})),
+        },
+        other => *other = Value::String(words),
     }
 }
 

@@ -649,3 +649,46 @@ fn a_codex_subagent_is_an_agent_of_its_parents_session() {
     assert_eq!(out[0]["session_id"], "parent-1");
     assert_eq!(out[0]["id"], "parent-1/child-2:0");
 }
+
+#[test]
+fn keep_messages_makes_every_later_call_grow_as_the_recorded_one_did() {
+    // Each later call's new messages hold, under the default tokenizer,
+    // the tokens its prompt grew by beyond the call before's prompt and
+    // answer (its answer is generated live, output_length tokens): the
+    // log leaves out what the agent sent beside them, so made-up words
+    // end them. From the file (prompt = input + cache creation + cache
+    // read; answer = output_tokens): main :1 29951 - 29377 - 511 = 63,
+    // :2 30242 - 29951 - 173 = 118, :3 31141 - 30242 - 3 = 896, :4 43,
+    // :5 269, :6 205; subagent :1 23269 - 17162 - 265 = 5842.
+    let run = convert(&["--keep-messages", &fixture(CLAUDE)]);
+    valid(&run);
+    run.stderr_has("7 later calls of these conversations grew by more than");
+    let out = run.json_lines();
+    let tokenizer = tracekit::tokenizer::Tokenizer::load("o200k_base").unwrap();
+    let s = CLAUDE_SESSION;
+    let want = [
+        (format!("{s}:1"), 63),
+        (format!("{s}:2"), 118),
+        (format!("{s}:3"), 896),
+        (format!("{s}:4"), 43),
+        (format!("{s}:5"), 269),
+        (format!("{s}:6"), 205),
+        (format!("{s}/a485154:1"), 5842),
+    ];
+    for (id, grown) in want {
+        let r = by_id(&out, &id);
+        assert_eq!(r["message_mode"], "delta", "{id}");
+        let text: Vec<&str> = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        let have = tokenizer.count(&text.join("\n")).unwrap() as i64;
+        // Words joined to a message may merge with its last token.
+        assert!(
+            (have - grown).abs() <= 2,
+            "{id}: {have} tokens, grew {grown}"
+        );
+    }
+}
