@@ -459,14 +459,21 @@ fn a_profile_that_misses_its_own_run_is_refused_and_forced_with_its_warning() {
         .code(0);
 }
 
-#[test]
-fn the_seed_sets_the_offline_step_draws() {
-    let dir = TestDir::new("twin-seed");
+/// A directory with the bundled llama.cpp profile (`p.json`, which has a
+/// step spread to draw from) and twenty requests 50 ms apart (`t.jsonl`).
+fn with_bundled_profile(name: &str) -> TestDir {
+    let dir = TestDir::new(name);
     dir.write(
         "p.json",
         std::fs::read(crate::util::data("twin/llama-server.profile.json")).unwrap(),
     );
     dir.write("t.jsonl", spaced(20, 50));
+    dir
+}
+
+#[test]
+fn the_seed_sets_the_offline_step_draws() {
+    let dir = with_bundled_profile("twin-seed");
     let run = |seed: &str| {
         let r = dir
             .cmd("trace-sim")
@@ -496,12 +503,7 @@ fn the_seed_sets_the_offline_step_draws() {
 
 #[test]
 fn the_seed_sets_an_offline_sweeps_step_draws() {
-    let dir = TestDir::new("twin-sweep-seed");
-    dir.write(
-        "p.json",
-        std::fs::read(crate::util::data("twin/llama-server.profile.json")).unwrap(),
-    );
-    dir.write("t.jsonl", spaced(20, 50));
+    let dir = with_bundled_profile("twin-sweep-seed");
     let run = |seed: &str, out: &str| {
         dir.cmd("trace-sweep")
             .args(["--offline", "--profile", "p.json", "--slo", "ttft=1s"])
