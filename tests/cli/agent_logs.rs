@@ -692,3 +692,66 @@ fn keep_messages_makes_every_later_call_grow_as_the_recorded_one_did() {
         );
     }
 }
+
+const COMPACT: &str = "agents/claude-compact";
+const COMPACT_SESSION: &str = "4d5611e5-241a-462a-8d15-5122611a9569";
+
+#[test]
+fn a_real_session_s_progress_copies_count_once_and_its_compaction_restarts_the_context() {
+    // In the main file's lines 1-775: 63 requests (ids :0-:62). The
+    // subagent file has 12 requests; the main file's agent_progress lines
+    // copy 11 of them (33 answer lines): 12 subagent calls, not 23. The
+    // compaction file's one request (line 5): input 3 + 8681 + 164830 =
+    // 173514, output 8. After the compact_boundary (line 754), request
+    // req_011CY4orqBFAFCkvDwA9P4Hq (line 760, the 62nd: :61) has input
+    // 3 + 14600 + 21478 = 36081 and shares no block with :60 (164831 on
+    // line 743); it joins the compaction call.
+    let run = convert(&[&fixture(COMPACT)]);
+    valid(&run);
+    run.stderr_has("76 records read, 76 written; 1 session");
+    let out = run.json_lines();
+    let s = COMPACT_SESSION;
+    let count = |prefix: &str| {
+        out.iter()
+            .filter(|r| r["id"].as_str().unwrap().rsplit_once(':').unwrap().0 == prefix)
+            .count()
+    };
+    assert_eq!(count(s), 63);
+    assert_eq!(count(&format!("{s}/a2898e3")), 12);
+    let compaction = by_id(&out, &format!("{s}/acompact-e1f845:0"));
+    assert_eq!(compaction["input_length"], 173514);
+    assert_eq!(compaction["output_length"], 8);
+    let before = by_id(&out, &format!("{s}:60"));
+    let after = by_id(&out, &format!("{s}:61"));
+    assert_eq!(before["input_length"], 164831);
+    assert_eq!(after["input_length"], 36081);
+    assert_eq!(after["observed"]["cached_tokens"], 21478);
+    assert_eq!(shared(after, before), 0);
+    assert_eq!(after["after"][1], format!("{s}/acompact-e1f845:0"));
+
+    // Without the subagent's own file, its parent's copies are all there
+    // is: 11 calls, and the subagent said to be incomplete.
+    let dir = TestDir::new("claude-progress-only");
+    let from = std::path::Path::new(&fixture(COMPACT))
+        .join("-home-marco-projects-spotter-worktrees-spotter-dov");
+    let to = dir.path.join("project");
+    std::fs::create_dir_all(to.join(s).join("subagents")).unwrap();
+    let file = format!("{s}.jsonl");
+    std::fs::copy(from.join(&file), to.join(&file)).unwrap();
+    let compact = format!("{s}/subagents/agent-acompact-e1f845.jsonl");
+    std::fs::copy(from.join(&compact), to.join(&compact)).unwrap();
+    let run = convert(&[to.to_str().unwrap()]);
+    run.stderr_has(&format!(
+        "subagent a2898e3 of session {s} is incomplete: its own file was not given"
+    ));
+    let out = run.json_lines();
+    assert_eq!(
+        out.iter()
+            .filter(|r| r["id"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{s}/a2898e3:")))
+            .count(),
+        11
+    );
+}
