@@ -33,8 +33,9 @@
 //! included, written at the fork): those lines, from a second
 //! `session_meta` of another id until the child's own first turn starts
 //! (a `task_started` while the copied turn that spawned it is still
-//! open), are the parent's calls, read in the parent's own rollout, and
-//! are left out here.
+//! open, or one written a second or more after the copy began: a fork of
+//! an idle thread), are the parent's calls, read in the parent's own
+//! rollout, and are left out here.
 //!
 //! --keep-messages: each call's new input items, in OpenAI's chat form
 //! (`message_mode` `"delta"`): user messages as `user`, developer
@@ -49,6 +50,10 @@ use serde_json::{Value, json};
 use super::agents::{self, Call};
 use super::{Ctx, Head};
 use crate::error::{Location, Result};
+
+/// The copy of a parent's lines a forked thread begins with is written at
+/// once, its lines all stamped within this of its first.
+const COPY_WINDOW_NS: i64 = 1_000_000_000;
 
 /// A Codex rollout: `{timestamp, type, payload}` lines.
 pub fn sniff(head: &Head) -> bool {
@@ -105,9 +110,9 @@ struct Rollout {
     agent: Option<String>,
     /// (thread, parent thread) to tell the store, once.
     parent: Option<(String, String)>,
-    /// Inside the parent's lines a forked thread begins with: the turns
-    /// they opened and have not closed.
-    inherited: Option<u32>,
+    /// Inside the parent's lines a forked thread begins with: when they
+    /// were written, and the turns they opened and have not closed.
+    inherited: Option<(i64, u32)>,
     model: Option<String>,
     epoch: u32,
     /// When the last line that was not part of an answer was written.
@@ -153,7 +158,7 @@ impl Rollout {
                 }
                 self.last_ns = Some(t);
             }
-            Some(own) if own != id => self.inherited = Some(0),
+            Some(own) if own != id => self.inherited = Some((t, 0)),
             Some(_) => {}
         }
     }
@@ -168,9 +173,15 @@ impl Rollout {
         let payload = line.get("payload").unwrap_or(&Value::Null);
         let t = agents::timestamp(line.get("timestamp")).map_err(|m| err("timestamp", m))?;
         let ptype = payload.get("type").and_then(Value::as_str).unwrap_or("");
-        if let Some(open) = self.inherited.as_mut() {
+        if let Some((copied_at, open)) = self.inherited.as_mut() {
             match (kind, ptype) {
-                ("event_msg", "task_started" | "turn_started") if *open > 0 => {
+                // The thread's own first turn: one starting while the
+                // copied turn that spawned it is open, or (a fork of an
+                // idle thread, whose copied turns are all closed) one
+                // written well after the copy was.
+                ("event_msg", "task_started" | "turn_started")
+                    if *open > 0 || t >= *copied_at + COPY_WINDOW_NS =>
+                {
                     self.inherited = None;
                 }
                 ("event_msg", "task_started" | "turn_started") => *open += 1,

@@ -648,6 +648,47 @@ fn a_codex_subagent_is_an_agent_of_its_parents_session() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0]["session_id"], "parent-1");
     assert_eq!(out[0]["id"], "parent-1/child-2:0");
+
+    // A fork of an idle thread (`codex fork`): its copied turns are all
+    // closed; its own first turn, written seconds after the copy, starts
+    // its calls. A session of its own: one call, from 12.000 to 13.000.
+    let fork = [
+        rollout_line(
+            "02.050",
+            "session_meta",
+            r#"{"id":"fork-1","forked_from_id":"parent-1","source":"cli"}"#,
+        ),
+        rollout_line(
+            "02.050",
+            "session_meta",
+            r#"{"id":"parent-1","source":"cli"}"#,
+        ),
+        rollout_line(
+            "02.050",
+            "event_msg",
+            r#"{"type":"task_started","turn_id":"t1"}"#,
+        ),
+        token_count("02.050", (1000, 0, 50), (1000, 0, 50)),
+        rollout_line(
+            "02.051",
+            "event_msg",
+            r#"{"type":"task_complete","turn_id":"t1"}"#,
+        ),
+        rollout_line(
+            "11.000",
+            "event_msg",
+            r#"{"type":"task_started","turn_id":"f1"}"#,
+        ),
+        rollout_line("12.000", "response_item", user),
+        token_count("13.000", (1200, 1000, 10), (1200, 1000, 10)),
+    ];
+    dir.write("fork-1.jsonl", fork.join("\n") + "\n");
+    let run = convert(&[dir.path.join("fork-1.jsonl").to_str().unwrap()]);
+    let out = run.json_lines();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["id"], "fork-1:0");
+    assert_eq!(out[0]["input_length"], 1200);
+    assert_eq!(out[0]["observed"]["e2e_ms"], 1000.0);
 }
 
 #[test]
