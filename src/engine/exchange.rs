@@ -469,6 +469,13 @@ impl Watch {
             let timer = self
                 .timer
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(first.into())));
+            // A limit that came in since the timer was set (--idle-timeout
+            // once a whole answer's head came) may fall before it.
+            if let Some((at, _)) = due
+                && timer.deadline() > at.into()
+            {
+                timer.as_mut().reset(at.into());
+            }
             while timer.as_mut().poll(cx).is_ready() {
                 let Some((at, limit)) = due else {
                     break;

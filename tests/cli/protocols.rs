@@ -544,6 +544,35 @@ fn a_server_gone_silent_is_a_timeout_after_idle_timeout_on_both_transports() {
     }
 }
 
+#[test]
+fn a_whole_answer_whose_body_goes_silent_is_a_timeout_after_idle_timeout() {
+    // --no-stream: the head's wait is --timeout's alone; once it came, the
+    // body's reads are --idle-timeout's too, though the timer was set for
+    // --timeout's 10 minutes while the head was awaited.
+    let server = Raw::start(Arc::new(silent));
+    let run = run_stdin(
+        "trace-replay",
+        &[
+            "--quiet",
+            "--no-stream",
+            "--url",
+            &server.url,
+            "--idle-timeout",
+            "1s",
+            "--timeout",
+            "10m",
+        ],
+        cases_trace(&["silent-body"]),
+    );
+    run.code(0);
+    let r = &run.json_lines()[0];
+    assert_eq!(r["status"], "timeout", "{r}");
+    assert_eq!(
+        r["error"], "no byte from the server for 1s (--idle-timeout)",
+        "{r}"
+    );
+}
+
 /// A stream of five events 400 ms apart, then its end: 2 s in all.
 fn trickle(_head: &str, _body: &str, mut conn: TcpStream) {
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
