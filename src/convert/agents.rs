@@ -345,9 +345,14 @@ pub fn finish(ctx: &mut Ctx, _rate: Option<f64>) -> Result<()> {
                 let padding = padding.as_mut().expect("made above");
                 if !req.delta {
                     padding.pad(&mut req)?;
-                } else if let Some(&(input, output)) = req.after.first().and_then(|a| sizes.get(a))
+                } else if let Some(&(input, output)) = req
+                    .after
+                    .first()
+                    .filter(|a| same_agent(a, req.id.as_deref().unwrap_or("")))
+                    .and_then(|a| sizes.get(a))
                 {
-                    // The call before in its agent comes first in `after`.
+                    // The call before in its agent comes first in `after`
+                    // (unless --since cut it away).
                     let grown = req.input_length.unwrap_or(0).saturating_sub(input + output);
                     padding.pad_delta(&mut req, grown)?;
                 }
@@ -498,6 +503,11 @@ impl Padding {
         self.grown_tokens += missing;
         Ok(())
     }
+}
+
+/// Two ids (`SESSION:N`, `SESSION/AGENT:N`) of one agent's calls.
+fn same_agent(a: &str, b: &str) -> bool {
+    a.rsplit_once(':').map(|(p, _)| p) == b.rsplit_once(':').map(|(p, _)| p)
 }
 
 /// Made-up words at the end of a message: of its text, or of its last
