@@ -468,15 +468,8 @@ impl Padding {
     }
 
     fn pad(&mut self, req: &mut Request) -> Result<()> {
-        let Some(Value::Array(list)) = req.prompt.as_mut().and_then(|p| p.messages.as_mut()) else {
-            return Ok(());
-        };
-        let have = self.tokenizer.count(&messages_text(list))? as u64;
         let want = req.input_length.unwrap_or(0);
-        if want > have {
-            let missing = want - have;
-            let key = crate::hash::stable_hash(0xa9, req.id.as_deref().unwrap_or("").as_bytes());
-            let words = self.synth.prompt_text(missing, None, key);
+        if let Some((list, words, missing)) = self.short_of(req, want, 0xa9)? {
             list.insert(0, serde_json::json!({"role": "system", "content": words}));
             self.padded += 1;
             self.tokens += missing;
@@ -488,20 +481,39 @@ impl Padding {
     /// tokens its prompt grew by beyond the call before's prompt and
     /// answer: made-up words end its last message.
     fn pad_delta(&mut self, req: &mut Request, grown: u64) -> Result<()> {
+        if let Some((list, words, missing)) = self.short_of(req, grown, 0xa8)?
+            && let Some(last) = list.last_mut()
+        {
+            append_words(last, words);
+            self.grown += 1;
+            self.grown_tokens += missing;
+        }
+        Ok(())
+    }
+
+    /// A record's messages when they hold fewer than `want` tokens, with
+    /// made-up words for the difference (drawn from the record's id and
+    /// `salt`) and how many tokens those are.
+    fn short_of<'r>(
+        &mut self,
+        req: &'r mut Request,
+        want: u64,
+        salt: u64,
+    ) -> Result<Option<(&'r mut Vec<Value>, String, u64)>> {
+        let key = crate::hash::stable_hash(salt, req.id.as_deref().unwrap_or("").as_bytes());
         let Some(Value::Array(list)) = req.prompt.as_mut().and_then(|p| p.messages.as_mut()) else {
-            return Ok(());
+            return Ok(None);
         };
         let have = self.tokenizer.count(&messages_text(list))? as u64;
-        let Some(last) = list.last_mut().filter(|_| grown > have) else {
-            return Ok(());
-        };
-        let missing = grown - have;
-        let key = crate::hash::stable_hash(0xa8, req.id.as_deref().unwrap_or("").as_bytes());
-        let words = self.synth.prompt_text(missing, None, key);
-        append_words(last, words);
-        self.grown += 1;
-        self.grown_tokens += missing;
-        Ok(())
+        if want <= have {
+            return Ok(None);
+        }
+        let missing = want - have;
+        Ok(Some((
+            list,
+            self.synth.prompt_text(missing, None, key),
+            missing,
+        )))
     }
 }
 
